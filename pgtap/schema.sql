@@ -1,0 +1,100 @@
+-- The installed objects, their types and signatures, and their privileges.
+BEGIN;
+SELECT plan(62);
+
+SELECT has_schema('idem');
+SELECT has_extension('idem');
+SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'idem'), false, 'idem is not relocatable');
+
+-- Types
+SELECT has_enum('idem', 'idempotency_status');
+SELECT enum_has_labels('idem', 'idempotency_status',
+  ARRAY['processing', 'succeeded', 'failed_retryable', 'failed_final']);
+SELECT has_enum('idem', 'claim_kind');
+SELECT enum_has_labels('idem', 'claim_kind',
+  ARRAY['new_claim', 'replay_success', 'processing_active', 'processing_stale',
+        'retryable_failure', 'final_failure']);
+SELECT has_composite('idem', 'claim', 'idem.claim is a composite type');
+SELECT is(
+  (SELECT array_agg(attname::text || ' ' || format_type(atttypid, atttypmod) ORDER BY attnum)
+     FROM pg_attribute WHERE attrelid = 'idem.claim'::regclass AND attnum > 0),
+  ARRAY['kind idem.claim_kind', 'fence bigint', 'attempt_count integer', 'recovery_point text',
+        'response_code integer', 'response_body jsonb', 'result_ref_type text', 'result_ref_id text',
+        'failure_code text', 'failure_message text', 'locked_until timestamp with time zone',
+        'expires_at timestamp with time zone'],
+  'idem.claim has the contract''s columns in order');
+
+-- The table
+SELECT has_table('idem', 'idempotency_request', 'the key-store table exists');
+SELECT col_is_pk('idem', 'idempotency_request', ARRAY['scope', 'key'], 'primary key is (scope, key)');
+SELECT col_type_is('idem', 'idempotency_request', 'scope', 'text', 'scope is text');
+SELECT col_type_is('idem', 'idempotency_request', 'key', 'text', 'key is text');
+SELECT col_type_is('idem', 'idempotency_request', 'request_hash', 'text', 'request_hash is text');
+SELECT col_type_is('idem', 'idempotency_request', 'status', 'idem.idempotency_status', 'status is the enum');
+SELECT col_type_is('idem', 'idempotency_request', 'recovery_point', 'text', 'recovery_point is text');
+SELECT col_default_is('idem', 'idempotency_request', 'recovery_point', 'started', 'recovery_point starts at started');
+SELECT col_type_is('idem', 'idempotency_request', 'fence', 'bigint', 'fence is bigint');
+SELECT col_type_is('idem', 'idempotency_request', 'attempt_count', 'integer', 'attempt_count is integer');
+SELECT col_type_is('idem', 'idempotency_request', 'response_body', 'jsonb', 'response_body is jsonb');
+SELECT col_type_is('idem', 'idempotency_request', 'locked_until', 'timestamp with time zone', 'locked_until is timestamptz');
+SELECT col_type_is('idem', 'idempotency_request', 'expires_at', 'timestamp with time zone', 'expires_at is timestamptz');
+SELECT columns_are('idem', 'idempotency_request', ARRAY[
+  'scope', 'key', 'request_hash', 'status', 'recovery_point', 'fence', 'attempt_count',
+  'claimed_by', 'claimed_at', 'locked_until', 'response_code', 'response_body', 'result_ref_type',
+  'result_ref_id', 'failure_code', 'failure_message', 'created_at', 'updated_at', 'finished_at',
+  'expires_at'], 'the table has exactly the documented columns');
+SELECT col_not_null('idem', 'idempotency_request', c, c || ' is NOT NULL')
+  FROM unnest(ARRAY['scope', 'key', 'request_hash', 'status', 'recovery_point', 'fence',
+                    'attempt_count', 'expires_at']) AS c;
+SELECT has_check('idem', 'idempotency_request', 'the table has CHECK constraints');
+SELECT cmp_ok((SELECT count(*)::int FROM pg_constraint
+                WHERE conrelid = 'idem.idempotency_request'::regclass AND contype = 'c'), '>=', 12,
+              'at least twelve invariants are enforced');
+SELECT has_index('idem', 'idempotency_request', 'idempotency_request_sweep_idx', ARRAY['locked_until'], 'sweeper index');
+SELECT has_index('idem', 'idempotency_request', 'idempotency_request_purge_idx', ARRAY['expires_at'], 'purger index');
+SELECT is(pg_get_expr(indpred, indrelid), '(status = ''processing''::idem.idempotency_status)', 'sweeper index covers processing rows only')
+  FROM pg_index WHERE indexrelid = 'idem.idempotency_request_sweep_idx'::regclass;
+SELECT is(pg_get_expr(indpred, indrelid), '(status <> ''processing''::idem.idempotency_status)', 'purger index covers finished rows only')
+  FROM pg_index WHERE indexrelid = 'idem.idempotency_request_purge_idx'::regclass;
+SELECT has_sequence('idem', 'fence_seq', 'fences come from a sequence');
+SELECT ok((SELECT extconfig @> ARRAY['idem.idempotency_request'::regclass::oid]
+             FROM pg_extension WHERE extname = 'idem'), 'pg_dump dumps the keys');
+
+-- Functions and signatures
+SELECT has_function('idem', 'claim_idempotency_key', ARRAY['text', 'text', 'text', 'text', 'interval', 'interval']);
+SELECT function_returns('idem', 'claim_idempotency_key', ARRAY['text', 'text', 'text', 'text', 'interval', 'interval'], 'claim');
+SELECT is(pg_get_function_arguments('idem.claim_idempotency_key'::regproc),
+  'scope text, key text, request_hash text, claimed_by text DEFAULT NULL::text, lock_timeout interval DEFAULT NULL::interval, retention interval DEFAULT NULL::interval',
+  'claim_idempotency_key arguments and defaults');
+SELECT has_function('idem', 'mark_succeeded', ARRAY['text', 'text', 'bigint', 'integer', 'jsonb', 'text', 'text']);
+SELECT is(pg_get_function_arguments('idem.mark_succeeded'::regproc),
+  'scope text, key text, fence bigint, response_code integer, response_body jsonb DEFAULT NULL::jsonb, result_ref_type text DEFAULT NULL::text, result_ref_id text DEFAULT NULL::text',
+  'mark_succeeded arguments and defaults');
+SELECT has_function('idem', 'mark_failed', ARRAY['text', 'text', 'bigint', 'boolean', 'text', 'text', 'integer', 'jsonb']);
+SELECT is(pg_get_function_arguments('idem.mark_failed'::regproc),
+  'scope text, key text, fence bigint, retryable boolean, failure_code text, failure_message text DEFAULT NULL::text, response_code integer DEFAULT NULL::integer, response_body jsonb DEFAULT NULL::jsonb',
+  'mark_failed arguments and defaults');
+SELECT function_returns('idem', 'mark_failed', ARRAY['text', 'text', 'bigint', 'boolean', 'text', 'text', 'integer', 'jsonb'], 'void');
+SELECT has_function('idem', 'set_recovery_point', ARRAY['text', 'text', 'bigint', 'text']);
+SELECT has_function('idem', 'purge_expired', ARRAY['integer']);
+SELECT function_returns('idem', 'purge_expired', ARRAY['integer'], 'bigint');
+SELECT has_function('idem', 'sweep_stale', ARRAY['integer']);
+SELECT function_returns('idem', 'sweep_stale', ARRAY['integer'], 'bigint');
+SELECT has_function('idem', 'request_hash', ARRAY['jsonb']);
+SELECT has_function('idem', 'request_hash', ARRAY['bytea']);
+SELECT volatility_is('idem', 'request_hash', ARRAY['jsonb'], 'immutable');
+SELECT is_strict('idem', 'request_hash', ARRAY['jsonb']);
+SELECT volatility_is('idem', 'claim_idempotency_key', ARRAY['text', 'text', 'text', 'text', 'interval', 'interval'], 'volatile');
+SELECT is_definer('idem', 'claim_idempotency_key', ARRAY['text', 'text', 'text', 'text', 'interval', 'interval']);
+
+-- Privileges: nothing for PUBLIC but the schema and the fingerprints.
+SELECT table_privs_are('idem', 'idempotency_request', 'public', ARRAY[]::text[], 'PUBLIC has no table privileges');
+SELECT sequence_privs_are('idem', 'fence_seq', 'public', ARRAY[]::text[], 'PUBLIC has no sequence privileges');
+SELECT function_privs_are('idem', 'claim_idempotency_key', ARRAY['text', 'text', 'text', 'text', 'interval', 'interval'], 'public', ARRAY[]::text[], 'PUBLIC cannot claim');
+SELECT function_privs_are('idem', 'mark_succeeded', ARRAY['text', 'text', 'bigint', 'integer', 'jsonb', 'text', 'text'], 'public', ARRAY[]::text[], 'PUBLIC cannot mark');
+SELECT function_privs_are('idem', 'purge_expired', ARRAY['integer'], 'public', ARRAY[]::text[], 'PUBLIC cannot purge');
+SELECT function_privs_are('idem', 'request_hash', ARRAY['jsonb'], 'public', ARRAY['EXECUTE'], 'PUBLIC may hash');
+SELECT schema_privs_are('idem', 'public', ARRAY['USAGE'], 'PUBLIC may use the schema');
+
+SELECT * FROM finish();
+ROLLBACK;

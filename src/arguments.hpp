@@ -1,0 +1,44 @@
+// Checks of the SQL functions' arguments. Each failure throws idem::Error
+// with the documented SQLSTATE, a message a person understands, a detail that
+// names the scope and key, and a hint.
+#pragma once
+
+#include "pg.hpp"
+
+namespace idem {
+
+// The (scope, key) an error is about; either may be null.
+struct KeyName {
+  const char *scope;
+  const char *key;
+};
+
+// Fetches scope and key (arguments 0 and 1) and checks them (P4000, P4001).
+// The returned texts are detoasted; name receives C strings for messages.
+void require_scope_and_key(FunctionCallInfo fcinfo, text **scope, text **key, KeyName *name);
+
+// A required non-empty text argument (request hash, failure code, recovery point).
+text *require_text(FunctionCallInfo fcinfo, int argno, const char *sqlstate,
+                   const char *what, const KeyName &name);
+
+int64 require_fence(FunctionCallInfo fcinfo, int argno, const KeyName &name);
+bool require_bool(FunctionCallInfo fcinfo, int argno, const char *what, const KeyName &name);
+int32 require_batch_limit(FunctionCallInfo fcinfo, int argno);
+
+// An HTTP status code, or NULL when allowed.
+bool optional_response_code(FunctionCallInfo fcinfo, int argno, bool required,
+                            const KeyName &name, int32 *code);
+
+// A strictly positive interval argument, or the setting's value when NULL.
+// Returns false (and leaves *out alone) when the result means "no interval",
+// which only idem.retention = -1 can mean.
+bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
+                         int setting_value, int64 setting_unit_usecs, const KeyName &name,
+                         Interval *out);
+
+// detail_suffix, when not null, follows the scope and key in errdetail.
+[[noreturn]] void throw_key_error(const char *sqlstate, const char *message,
+                                  const KeyName &name, const char *hint,
+                                  const char *detail_suffix = nullptr);
+
+}  // namespace idem

@@ -1,0 +1,198 @@
+// idem.claim_idempotency_key: one atomic insert-or-observe, then DESIGN.md's
+// classification; a takeover is a compare-and-swap on what was observed.
+#include "arguments.hpp"
+#include "classify.hpp"
+#include "errors.hpp"
+#include "keystore.hpp"
+#include "settings.hpp"
+#include "statements.hpp"
+
+namespace idem {
+
+namespace {
+
+// Each lost race means another claim's change committed; a handful of rounds
+// settles any real contention, and past that the caller is told to retry.
+constexpr int max_claim_rounds = 8;
+constexpr int claim_row_columns = col_expires_at;
+constexpr int claim_result_columns = 1 + col_expires_at - col_fence + 1;
+
+// The OIDs of idem.claim_kind's labels, looked up once per backend (and again
+// if the type is ever re-created).
+struct ClaimKindOids {
+  Oid enum_type;
+  Oid labels[6];
+};
+ClaimKindOids kind_oids = {InvalidOid, {}};
+
+Oid claim_kind_oid(Oid enum_type, ClaimKind kind) {
+  if (kind_oids.enum_type != enum_type) {
+    for (int i = 0; i < 6; ++i) {
+      Datum label = CStringGetDatum(claim_kind_name(static_cast<ClaimKind>(i)));
+      kind_oids.labels[i] =
+          DatumGetObjectId(DirectFunctionCall2(enum_in, label, ObjectIdGetDatum(enum_type)));
+    }
+    kind_oids.enum_type = enum_type;
+  }
+  return kind_oids.labels[static_cast<int>(kind)];
+}
+
+struct SeenRow {
+  bool inserted;
+  ObservedRow observed;
+  Datum values[claim_row_columns];
+  bool nulls[claim_row_columns];
+};
+
+Datum column(const SeenRow &row, int col) { return row.values[col - 1]; }
+bool true_and_not_null(const SeenRow &row, int col) {
+  return !row.nulls[col - 1] && DatumGetBool(column(row, col));
+}
+
+void read_first_row(SeenRow *row) {
+  HeapTuple tuple = SPI_tuptable->vals[0];
+  TupleDesc desc = SPI_tuptable->tupdesc;
+  for (int col = 1; col <= claim_row_columns; ++col)
+    row->values[col - 1] = SPI_getbinval(tuple, desc, col, &row->nulls[col - 1]);
+  row->inserted = true_and_not_null(*row, col_inserted);
+  row->observed.exists = true;
+  const char *status = TextDatumGetCString(column(*row, col_status));
+  if (!parse_status(status, &row->observed.status))
+    throw Error(sqlstate::internal, "idempotency row has a status idem cannot classify",
+                std::string("status \"") + status + "\"", "This is a bug in idem; please report it.");
+  row->observed.same_request_hash = true_and_not_null(*row, col_same_hash);
+  row->observed.lock_expired = true_and_not_null(*row, col_lock_expired);
+  row->observed.expired = true_and_not_null(*row, col_expired);
+}
+
+bool grants_ownership(ClaimKind kind) {
+  return kind == ClaimKind::new_claim || kind == ClaimKind::processing_stale ||
+         kind == ClaimKind::retryable_failure;
+}
+
+// Forms idem.claim in the caller's memory context, before SPI_finish frees the row.
+HeapTuple form_claim(TupleDesc desc, MemoryContext caller_context, ClaimKind kind,
+                     const SeenRow &row) {
+  Datum values[claim_result_columns];
+  bool nulls[claim_result_columns];
+  values[0] = ObjectIdGetDatum(claim_kind_oid(TupleDescAttr(desc, 0)->atttypid, kind));
+  nulls[0] = false;
+  for (int col = col_fence; col <= col_expires_at; ++col) {
+    values[1 + col - col_fence] = column(row, col);
+    nulls[1 + col - col_fence] = row.nulls[col - 1];
+  }
+  if (!grants_ownership(kind)) nulls[1 + col_fence - col_fence] = true;
+  // A twin still at work reports its lock, not the failure it is retrying.
+  if (kind == ClaimKind::processing_active) {
+    nulls[1 + col_failure_code - col_fence] = true;
+    nulls[1 + col_failure_message - col_fence] = true;
+  }
+  MemoryContext spi_context = MemoryContextSwitchTo(caller_context);
+  HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+  MemoryContextSwitchTo(spi_context);
+  return tuple;
+}
+
+}  // namespace
+
+Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
+  text *scope;
+  text *key;
+  KeyName name;
+  require_scope_and_key(fcinfo, &scope, &key, &name);
+  text *request_hash = require_text(fcinfo, 2, sqlstate::request_hash_invalid,
+                                    "request_hash", name);
+  Interval lock_timeout;
+  Interval retention;
+  interval_or_setting(fcinfo, 4, "lock_timeout", settings.lock_timeout_ms, 1000, name,
+                      &lock_timeout);
+  bool expires = interval_or_setting(fcinfo, 5, "retention", settings.retention_s,
+                                     USECS_PER_SEC, name, &retention);
+
+  TupleDesc result_desc;
+  if (get_call_result_type(fcinfo, nullptr, &result_desc) != TYPEFUNC_COMPOSITE)
+    throw Error(sqlstate::internal, "claim_idempotency_key must return idem.claim");
+  MemoryContext caller_context = CurrentMemoryContext;
+
+  Datum params[claim_param_count];
+  char nulls[claim_param_count];
+  for (int i = 0; i < claim_param_count; ++i) nulls[i] = ' ';
+  params[claim_scope] = PointerGetDatum(scope);
+  params[claim_key] = PointerGetDatum(key);
+  params[claim_request_hash] = PointerGetDatum(request_hash);
+  params[claim_claimed_by] = PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3);
+  nulls[claim_claimed_by] = PG_ARGISNULL(3) ? 'n' : ' ';
+  params[claim_now] = TimestampTzGetDatum(GetCurrentTimestamp());
+  params[claim_lock_timeout] = IntervalPGetDatum(&lock_timeout);
+  params[claim_retention] = IntervalPGetDatum(&retention);
+  nulls[claim_retention] = expires ? ' ' : 'n';
+  params[claim_seen_fence] = Datum(0);
+  nulls[claim_seen_fence] = 'n';
+  params[claim_seen_status] = Datum(0);
+  nulls[claim_seen_status] = 'n';
+
+  if (SPI_connect() != SPI_OK_CONNECT) throw Error(sqlstate::internal, "SPI_connect failed");
+  // A READ ONLY transaction may still replay; should it need to write, the
+  // write statement itself says it cannot.
+  Statement statement = XactReadOnly ? Statement::claim_observe : Statement::claim_observe_or_insert;
+  Action pending = Action::insert;
+  SeenRow row;
+  for (int round = 0; round < max_claim_rounds; ++round) {
+    uint64 rows = execute_statement(statement, params, nulls);
+    bool was_write = statement == Statement::claim_take_over ||
+                     statement == Statement::claim_regenerate;
+    statement = Statement::claim_observe_or_insert;
+    if (rows == 0) {
+      // A concurrent claim inserted, took over or purged the key first, or
+      // (READ ONLY) there is nothing to replay: look again.
+      continue;
+    }
+    read_first_row(&row);
+    ClaimKind kind;
+    if (row.inserted) {
+      kind = ClaimKind::new_claim;
+    } else if (was_write) {
+      kind = claim_kind_of(pending);
+    } else {
+      pending = classify(row.observed);
+      switch (pending) {
+        case Action::reject_mismatch:
+          SPI_finish();
+          throw_key_error(sqlstate::request_mismatch,
+                          "idempotency key was already used for a different request", name,
+                          "Use a new idempotency key for a new request; a retry must send "
+                          "exactly the same request.");
+        case Action::insert:
+          continue;
+        case Action::take_over_stale:
+        case Action::take_over_failed:
+          statement = Statement::claim_take_over;
+          break;
+        case Action::regenerate:
+          statement = Statement::claim_regenerate;
+          break;
+        case Action::replay_success:
+        case Action::replay_failure:
+        case Action::report_active:
+          break;
+      }
+      if (statement != Statement::claim_observe_or_insert) {
+        params[claim_seen_fence] = column(row, col_fence);
+        nulls[claim_seen_fence] = ' ';
+        params[claim_seen_status] = column(row, col_status);
+        nulls[claim_seen_status] = ' ';
+        continue;
+      }
+      kind = claim_kind_of(pending);
+    }
+    HeapTuple result = form_claim(result_desc, caller_context, kind, row);
+    SPI_finish();
+    return HeapTupleGetDatum(result);
+  }
+  SPI_finish();
+  throw_key_error(sqlstate::contention,
+                  "could not claim the idempotency key: it kept changing under contention",
+                  name, "Retry the request; the key is being claimed by many requests at once.");
+}
+
+}  // namespace idem

@@ -1,0 +1,55 @@
+// The errors idem reports, as C++ values. No Postgres header here: the pure
+// parts (canonical JSON, claim classification) throw these, and the guard in
+// guard.hpp turns them into ereport() once the C++ stack has unwound.
+#pragma once
+
+#include <exception>
+#include <string>
+#include <utility>
+
+namespace idem {
+
+// SQLSTATEs of DESIGN.md (class P4) plus the standard ones idem raises itself.
+namespace sqlstate {
+inline constexpr char scope_invalid[] = "P4000";
+inline constexpr char key_invalid[] = "P4001";
+inline constexpr char request_mismatch[] = "P4002";
+inline constexpr char request_hash_invalid[] = "P4003";
+inline constexpr char bad_argument[] = "P4004";
+inline constexpr char inexact_number[] = "P4005";
+inline constexpr char succeed_not_owned[] = "P4010";
+inline constexpr char fail_not_owned[] = "P4011";
+inline constexpr char stale_fence[] = "P4012";
+inline constexpr char checkpoint_not_owned[] = "P4013";
+inline constexpr char internal[] = "P4099";
+// Standard Postgres codes, for conditions that are not idem's own.
+inline constexpr char invalid_json[] = "22P02";          // invalid_text_representation
+inline constexpr char too_deep[] = "54001";              // statement_too_complex
+inline constexpr char contention[] = "40001";            // serialization_failure
+inline constexpr char out_of_memory[] = "53200";         // out_of_memory
+}  // namespace sqlstate
+
+// A user-facing error: SQLSTATE, errmsg, errdetail, errhint.
+class Error : public std::exception {
+ public:
+  Error(const char *sqlstate, std::string message, std::string detail = {},
+        std::string hint = {})
+      : message_(std::move(message)), detail_(std::move(detail)), hint_(std::move(hint)) {
+    for (int i = 0; i < 5; ++i) sqlstate_[i] = sqlstate[i];
+    sqlstate_[5] = '\0';
+  }
+
+  const char *what() const noexcept override { return message_.c_str(); }
+  const char *sqlstate() const noexcept { return sqlstate_; }
+  const std::string &message() const noexcept { return message_; }
+  const std::string &detail() const noexcept { return detail_; }
+  const std::string &hint() const noexcept { return hint_; }
+
+ private:
+  char sqlstate_[6];
+  std::string message_;
+  std::string detail_;
+  std::string hint_;
+};
+
+}  // namespace idem

@@ -1,0 +1,32 @@
+#include "hashing.hpp"
+
+#include <openssl/evp.h>
+
+#include <string>
+
+#include "errors.hpp"
+#include "jcs.hpp"
+
+namespace idem {
+
+void sha256_hex(const void *data, size_t length, char *out) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int digest_length = 0;
+  if (EVP_Digest(data, length, digest, &digest_length, EVP_sha256(), nullptr) != 1 ||
+      digest_length * 2 != sha256_hex_length)
+    throw Error(sqlstate::internal, "OpenSSL could not compute SHA-256", "",
+                "Check the OpenSSL installation the server uses.");
+  static const char hex_digits[] = "0123456789abcdef";
+  for (unsigned int i = 0; i < digest_length; ++i) {
+    out[2 * i] = hex_digits[digest[i] >> 4];
+    out[2 * i + 1] = hex_digits[digest[i] & 0x0f];
+  }
+  out[sha256_hex_length] = '\0';
+}
+
+void canonical_json_sha256_hex(const char *json, size_t length, char *out) {
+  std::string canonical = jcs::canonicalize(std::string_view(json, length));
+  sha256_hex(canonical.data(), canonical.size(), out);
+}
+
+}  // namespace idem

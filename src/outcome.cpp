@@ -1,0 +1,135 @@
+// Writes by the key's owner: mark_succeeded, mark_failed, set_recovery_point.
+// Each is one fenced UPDATE; only when it matches no row do we look at the
+// row again, to tell the caller why (missing, stale fence, or not owned).
+#include "arguments.hpp"
+#include "errors.hpp"
+#include "keystore.hpp"
+#include "statements.hpp"
+
+namespace idem {
+
+namespace {
+
+// Shared parameters of the owner's writes; the outcome follows them.
+enum OwnerParam { owner_scope, owner_key, owner_fence, owner_now, owner_first_value };
+constexpr int max_owner_params = 9;
+
+struct OwnerWrite {
+  Datum params[max_owner_params];
+  char nulls[max_owner_params];
+  KeyName name;
+  int64 fence;
+};
+
+void begin_owner_write(FunctionCallInfo fcinfo, OwnerWrite *write) {
+  text *scope;
+  text *key;
+  require_scope_and_key(fcinfo, &scope, &key, &write->name);
+  write->fence = require_fence(fcinfo, 2, write->name);
+  for (int i = 0; i < max_owner_params; ++i) write->nulls[i] = ' ';
+  write->params[owner_scope] = PointerGetDatum(scope);
+  write->params[owner_key] = PointerGetDatum(key);
+  write->params[owner_fence] = Int64GetDatum(write->fence);
+  write->params[owner_now] = TimestampTzGetDatum(GetCurrentTimestamp());
+}
+
+// Copies argument argno (or its NULL) into parameter slot.
+void pass_argument(FunctionCallInfo fcinfo, int argno, OwnerWrite *write, int slot) {
+  write->params[slot] = PG_ARGISNULL(argno) ? Datum(0) : PG_GETARG_DATUM(argno);
+  write->nulls[slot] = PG_ARGISNULL(argno) ? 'n' : ' ';
+}
+
+[[noreturn]] void explain_refusal(const OwnerWrite &write, const char *not_owned_sqlstate,
+                                  const char *operation) {
+  uint64 rows = execute_statement(Statement::owner_fence, const_cast<Datum *>(write.params),
+                                  write.nulls);
+  if (rows == 0) {
+    SPI_finish();
+    throw_key_error(not_owned_sqlstate,
+                    psprintf("%s: idempotency key does not exist", operation), write.name,
+                    "Claim the key with idem.claim_idempotency_key first; it may have "
+                    "expired and been purged.");
+  }
+  bool isnull;
+  int64 current_fence = DatumGetInt64(
+      SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+  const char *status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+  SPI_finish();
+  if (current_fence > write.fence)
+    throw_key_error(sqlstate::stale_fence,
+                    psprintf("%s: stale fence, a newer claim owns the idempotency key",
+                             operation),
+                    write.name,
+                    "Your lock expired and another request took the key over; stop "
+                    "working on it and do not record an outcome.",
+                    psprintf("your fence %lld, current fence %lld",
+                             static_cast<long long>(write.fence),
+                             static_cast<long long>(current_fence)));
+  throw_key_error(not_owned_sqlstate,
+                  psprintf("%s: idempotency key is not owned by this fence", operation),
+                  write.name,
+                  "Only the owner of a processing key (or of one swept as abandoned) may "
+                  "write it; claim the key first.",
+                  psprintf("status %s, fence %lld, your fence %lld", status,
+                           static_cast<long long>(current_fence),
+                           static_cast<long long>(write.fence)));
+}
+
+Datum run_owner_write(Statement statement, OwnerWrite *write, const char *not_owned_sqlstate,
+                      const char *operation) {
+  if (SPI_connect() != SPI_OK_CONNECT) throw Error(sqlstate::internal, "SPI_connect failed");
+  if (execute_statement(statement, write->params, write->nulls) == 0)
+    explain_refusal(*write, not_owned_sqlstate, operation);
+  SPI_finish();
+  return (Datum)0;
+}
+
+}  // namespace
+
+Datum mark_succeeded(FunctionCallInfo fcinfo) {
+  OwnerWrite write;
+  begin_owner_write(fcinfo, &write);
+  int32 response_code;
+  optional_response_code(fcinfo, 3, true, write.name, &response_code);
+  write.params[owner_first_value] = Int32GetDatum(response_code);
+  pass_argument(fcinfo, 4, &write, owner_first_value + 1);  // response_body
+  pass_argument(fcinfo, 5, &write, owner_first_value + 2);  // result_ref_type
+  pass_argument(fcinfo, 6, &write, owner_first_value + 3);  // result_ref_id
+  return run_owner_write(Statement::mark_succeeded, &write, sqlstate::succeed_not_owned,
+                         "mark_succeeded");
+}
+
+Datum mark_failed(FunctionCallInfo fcinfo) {
+  OwnerWrite write;
+  begin_owner_write(fcinfo, &write);
+  bool retryable = require_bool(fcinfo, 3, "retryable", write.name);
+  require_text(fcinfo, 4, sqlstate::bad_argument, "failure_code", write.name);
+  int32 response_code;
+  bool has_response_code = optional_response_code(fcinfo, 6, false, write.name, &response_code);
+  write.params[owner_first_value] = BoolGetDatum(retryable);
+  pass_argument(fcinfo, 4, &write, owner_first_value + 1);  // failure_code
+  pass_argument(fcinfo, 5, &write, owner_first_value + 2);  // failure_message
+  pass_argument(fcinfo, 6, &write, owner_first_value + 3);  // response_code
+  if (has_response_code) write.params[owner_first_value + 3] = Int32GetDatum(response_code);
+  pass_argument(fcinfo, 7, &write, owner_first_value + 4);  // response_body
+  return run_owner_write(Statement::mark_failed, &write, sqlstate::fail_not_owned,
+                         "mark_failed");
+}
+
+Datum set_recovery_point(FunctionCallInfo fcinfo) {
+  OwnerWrite write;
+  begin_owner_write(fcinfo, &write);
+  text *recovery_point = require_text(fcinfo, 3, sqlstate::bad_argument, "recovery_point",
+                                      write.name);
+  const char *finished = "finished";
+  if (VARSIZE_ANY_EXHDR(recovery_point) == strlen(finished) &&
+      memcmp(VARDATA_ANY(recovery_point), finished, strlen(finished)) == 0)
+    throw_key_error(sqlstate::bad_argument,
+                    "recovery point 'finished' can only be reached through mark_succeeded",
+                    write.name, "Call idem.mark_succeeded to finish the request.");
+  write.params[owner_first_value] = PointerGetDatum(recovery_point);
+  return run_owner_write(Statement::set_recovery_point, &write, sqlstate::checkpoint_not_owned,
+                         "set_recovery_point");
+}
+
+}  // namespace idem

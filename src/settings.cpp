@@ -1,0 +1,32 @@
+#include "settings.hpp"
+
+#include "pg.hpp"
+
+namespace idem {
+
+Settings settings = {300000, 86400};
+
+namespace {
+bool check_retention(int *value, void **, GucSource) {
+  if (*value == 0) {
+    GUC_check_errdetail("idem.retention must be positive, or -1 for keys that never expire.");
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+void define_key_store_settings() {
+  DefineCustomIntVariable(
+      "idem.lock_timeout", "How long a claim owns its key before others may take it over.",
+      "Used when claim_idempotency_key is called with lock_timeout NULL.",
+      &settings.lock_timeout_ms, 300000, 1, INT_MAX, PGC_USERSET, GUC_UNIT_MS, nullptr,
+      nullptr, nullptr);
+  DefineCustomIntVariable(
+      "idem.retention", "How long a key is kept after the claim that created it.",
+      "Used when claim_idempotency_key is called with retention NULL; -1 keeps keys forever.",
+      &settings.retention_s, 86400, -1, INT_MAX, PGC_USERSET, GUC_UNIT_S, check_retention,
+      nullptr, nullptr);
+}
+
+}  // namespace idem

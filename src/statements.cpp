@@ -1,0 +1,207 @@
+#include "statements.hpp"
+
+#include "errors.hpp"
+
+namespace idem {
+
+namespace {
+
+// The row a claim reports, in ClaimColumn order; $3 is the caller's hash and
+// $5 the claim's clock.
+#define CLAIM_ROW_COLUMNS                                                        \
+  "r.status::pg_catalog.text, "                                                  \
+  "r.request_hash OPERATOR(pg_catalog.=) $3, "                                   \
+  "r.locked_until OPERATOR(pg_catalog.<=) $5, "                                  \
+  "r.expires_at OPERATOR(pg_catalog.<=) $5, "                                    \
+  "r.fence, r.attempt_count, r.recovery_point, r.response_code, "                \
+  "r.response_body, r.result_ref_type, r.result_ref_id, r.failure_code, "        \
+  "r.failure_message, r.locked_until, r.expires_at"
+
+#define TABLE "idem.idempotency_request"
+#define BY_KEY "r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2"
+#define STATUS(label) "'" label "'::idem.idempotency_status"
+#define NEXT_FENCE "pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass)"
+#define CLAIM_LOCKED_UNTIL "$5 OPERATOR(pg_catalog.+) $6"
+#define CLAIM_EXPIRES_AT \
+  "CASE WHEN $7 IS NULL THEN 'infinity'::pg_catalog.timestamptz " \
+  "ELSE $5 OPERATOR(pg_catalog.+) $7 END"
+// Who may complete a key with a matching fence: its owner while processing,
+// and still after the sweeper declared it abandoned, until a new claim or
+// its expiry ($4 is the statement's clock).
+#define OWNED_AT_4                                                                  \
+  "(r.status OPERATOR(pg_catalog.=) " STATUS("processing") " OR "                   \
+  "(r.status OPERATOR(pg_catalog.=) " STATUS("failed_retryable") " AND "            \
+  "r.failure_code OPERATOR(pg_catalog.=) 'abandoned'::pg_catalog.text AND "         \
+  "r.expires_at OPERATOR(pg_catalog.>) $4))"
+
+const char *const observe_sql =
+    "SELECT false, " CLAIM_ROW_COLUMNS " FROM " TABLE " r WHERE " BY_KEY;
+
+// Observes the row; inserts one only when there is none. The INSERT's SELECT
+// is gated by NOT EXISTS, so an existing key draws no fence, takes no lock and
+// no transaction id: a replay writes nothing.
+const char *const observe_or_insert_sql =
+    "WITH existing AS (SELECT false AS inserted, " CLAIM_ROW_COLUMNS
+    " FROM " TABLE " r WHERE " BY_KEY "), "
+    "inserted AS (INSERT INTO " TABLE " AS r (scope, key, request_hash, status, "
+    "recovery_point, fence, attempt_count, claimed_by, claimed_at, locked_until, "
+    "created_at, updated_at, expires_at) "
+    "SELECT $1, $2, $3, " STATUS("processing") ", 'started', " NEXT_FENCE ", 1, $4, $5, "
+    CLAIM_LOCKED_UNTIL ", $5, $5, " CLAIM_EXPIRES_AT
+    " WHERE NOT EXISTS (SELECT FROM existing) "
+    "ON CONFLICT (scope, key) DO NOTHING "
+    "RETURNING true, " CLAIM_ROW_COLUMNS ") "
+    "SELECT * FROM inserted UNION ALL SELECT * FROM existing";
+
+// Compare-and-swap on what the claim observed ($8 fence, $9 status): if
+// anyone changed the row since, nothing matches and the claim looks again.
+const char *const take_over_sql =
+    "UPDATE " TABLE " AS r SET status = " STATUS("processing") ", fence = " NEXT_FENCE
+    ", attempt_count = r.attempt_count OPERATOR(pg_catalog.+) 1, claimed_by = $4, "
+    "claimed_at = $5, locked_until = " CLAIM_LOCKED_UNTIL ", updated_at = $5, "
+    "finished_at = NULL, response_code = NULL, response_body = NULL, "
+    "expires_at = GREATEST(r.expires_at, " CLAIM_EXPIRES_AT ") "
+    "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $8 "
+    "AND r.status OPERATOR(pg_catalog.=) $9::idem.idempotency_status "
+    "AND r.request_hash OPERATOR(pg_catalog.=) $3 "
+    "AND (r.status OPERATOR(pg_catalog.=) " STATUS("failed_retryable")
+    " AND r.expires_at OPERATOR(pg_catalog.>) $5 "
+    "OR r.status OPERATOR(pg_catalog.=) " STATUS("processing")
+    " AND r.locked_until OPERATOR(pg_catalog.<=) $5) "
+    "RETURNING false, " CLAIM_ROW_COLUMNS;
+
+const char *const regenerate_sql =
+    "UPDATE " TABLE " AS r SET request_hash = $3, status = " STATUS("processing")
+    ", recovery_point = 'started', fence = " NEXT_FENCE ", attempt_count = 1, "
+    "claimed_by = $4, claimed_at = $5, locked_until = " CLAIM_LOCKED_UNTIL ", "
+    "response_code = NULL, response_body = NULL, result_ref_type = NULL, "
+    "result_ref_id = NULL, failure_code = NULL, failure_message = NULL, "
+    "created_at = $5, updated_at = $5, finished_at = NULL, expires_at = " CLAIM_EXPIRES_AT
+    " WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $8 "
+    "AND r.status OPERATOR(pg_catalog.<>) " STATUS("processing")
+    " AND r.expires_at OPERATOR(pg_catalog.<=) $5 "
+    "RETURNING false, " CLAIM_ROW_COLUMNS;
+
+// $1 scope, $2 key, $3 fence, $4 now, then the outcome.
+const char *const mark_succeeded_sql =
+    "UPDATE " TABLE " AS r SET status = " STATUS("succeeded")
+    ", recovery_point = 'finished', response_code = $5, response_body = $6, "
+    "result_ref_type = $7, result_ref_id = $8, failure_code = NULL, "
+    "failure_message = NULL, locked_until = NULL, finished_at = $4, updated_at = $4 "
+    "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $3 AND " OWNED_AT_4;
+
+const char *const mark_failed_sql =
+    "UPDATE " TABLE " AS r SET status = CASE WHEN $5 THEN " STATUS("failed_retryable")
+    " ELSE " STATUS("failed_final") " END, failure_code = $6, failure_message = $7, "
+    "response_code = $8, response_body = $9, locked_until = NULL, finished_at = $4, "
+    "updated_at = $4 "
+    "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $3 AND " OWNED_AT_4;
+
+const char *const set_recovery_point_sql =
+    "UPDATE " TABLE " AS r SET recovery_point = $5, updated_at = $4 "
+    "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $3 AND " OWNED_AT_4;
+
+const char *const owner_fence_sql =
+    "SELECT r.fence, r.status::pg_catalog.text FROM " TABLE " r WHERE " BY_KEY;
+
+// Oldest first, never an in-flight row, never a row a live transaction holds.
+const char *const purge_expired_sql =
+    "WITH doomed AS (SELECT d.scope, d.key FROM " TABLE " d "
+    "WHERE d.status OPERATOR(pg_catalog.<>) " STATUS("processing")
+    " AND d.expires_at OPERATOR(pg_catalog.<=) $1 "
+    "ORDER BY d.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) "
+    "DELETE FROM " TABLE " r USING doomed "
+    "WHERE r.scope OPERATOR(pg_catalog.=) doomed.scope "
+    "AND r.key OPERATOR(pg_catalog.=) doomed.key";
+
+// Fence and recovery point stay: the next claim resumes where the zombie was.
+const char *const sweep_stale_sql =
+    "WITH stale AS (SELECT s.scope, s.key FROM " TABLE " s "
+    "WHERE s.status OPERATOR(pg_catalog.=) " STATUS("processing")
+    " AND s.locked_until OPERATOR(pg_catalog.<=) $1 "
+    "ORDER BY s.locked_until LIMIT $2 FOR UPDATE SKIP LOCKED) "
+    "UPDATE " TABLE " AS r SET "
+    "status = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "
+    STATUS("failed_final") " ELSE " STATUS("failed_retryable") " END, "
+    "failure_code = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "
+    "'expired' ELSE 'abandoned' END, "
+    "failure_message = 'the owner recorded no outcome before its lock expired', "
+    "locked_until = NULL, finished_at = $1, updated_at = $1 FROM stale "
+    "WHERE r.scope OPERATOR(pg_catalog.=) stale.scope "
+    "AND r.key OPERATOR(pg_catalog.=) stale.key";
+
+constexpr int max_params = 9;
+
+struct StatementSpec {
+  const char *sql;
+  int nargs;
+  Oid argtypes[max_params];
+  int expected_result;  // SPI_OK_* code
+};
+
+const StatementSpec specs[] = {
+    // claim_* share one parameter list (ClaimParam)
+    {observe_or_insert_sql, claim_param_count,
+     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     SPI_OK_SELECT},
+    {observe_sql, claim_param_count,
+     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     SPI_OK_SELECT},
+    {take_over_sql, claim_param_count,
+     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     SPI_OK_UPDATE_RETURNING},
+    {regenerate_sql, claim_param_count,
+     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     SPI_OK_UPDATE_RETURNING},
+    {mark_succeeded_sql, 8,
+     {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, INT4OID, JSONBOID, TEXTOID, TEXTOID},
+     SPI_OK_UPDATE},
+    {mark_failed_sql, 9,
+     {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, BOOLOID, TEXTOID, TEXTOID, INT4OID, JSONBOID},
+     SPI_OK_UPDATE},
+    {set_recovery_point_sql, 5, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TEXTOID},
+     SPI_OK_UPDATE},
+    {owner_fence_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
+    {purge_expired_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE},
+    {sweep_stale_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_UPDATE},
+};
+
+constexpr int statement_count = sizeof specs / sizeof specs[0];
+static_assert(statement_count == static_cast<int>(Statement::sweep_stale) + 1,
+              "one spec per Statement");
+
+// Kept plans live for the backend's life; Postgres replans them by name
+// when the objects behind them change (for example DROP/CREATE EXTENSION).
+SPIPlanPtr kept_plans[statement_count];
+
+[[noreturn]] void throw_spi_failure(const char *what, int code) {
+  const char *code_name = SPI_result_code_string(code);  // a static string
+  throw Error(sqlstate::internal, std::string("idem: ") + what + " failed",
+              std::string("SPI result: ") + code_name,
+              "This is a bug in idem; please report it.");
+}
+
+SPIPlanPtr plan_for(Statement statement) {
+  int index = static_cast<int>(statement);
+  if (kept_plans[index] == nullptr) {
+    const StatementSpec &spec = specs[index];
+    SPIPlanPtr plan = SPI_prepare(spec.sql, spec.nargs, const_cast<Oid *>(spec.argtypes));
+    if (plan == nullptr) throw_spi_failure("SPI_prepare", SPI_result);
+    int kept = SPI_keepplan(plan);
+    if (kept != 0) throw_spi_failure("SPI_keepplan", kept);
+    kept_plans[index] = plan;
+  }
+  return kept_plans[index];
+}
+
+}  // namespace
+
+uint64 execute_statement(Statement statement, Datum *values, const char *nulls) {
+  SPIPlanPtr plan = plan_for(statement);
+  int result = SPI_execute_plan(plan, values, nulls, false, 0);
+  if (result != specs[static_cast<int>(statement)].expected_result)
+    throw_spi_failure("SPI_execute_plan", result);
+  return SPI_processed;
+}
+
+}  // namespace idem

@@ -1,0 +1,61 @@
+// Every SQL statement idem runs, prepared once per backend and kept
+// (SPI_keepplan). All names are schema-qualified, operators included, so a
+// caller's search_path can never redirect them.
+#pragma once
+
+#include "pg.hpp"
+
+namespace idem {
+
+enum class Statement {
+  claim_observe_or_insert,  // the atomic insert-or-observe
+  claim_observe,            // observe only, for READ ONLY transactions
+  claim_take_over,          // stale lock or retryable failure: new owner
+  claim_regenerate,         // finished and expired: a new generation
+  mark_succeeded,
+  mark_failed,
+  set_recovery_point,
+  owner_fence,              // why a completion matched no row
+  purge_expired,
+  sweep_stale,
+};
+
+// Columns of the claim statements' result rows.
+enum ClaimColumn {
+  col_inserted = 1,
+  col_status,
+  col_same_hash,
+  col_lock_expired,
+  col_expired,
+  col_fence,  // first column copied into idem.claim (after kind)
+  col_attempt_count,
+  col_recovery_point,
+  col_response_code,
+  col_response_body,
+  col_result_ref_type,
+  col_result_ref_id,
+  col_failure_code,
+  col_failure_message,
+  col_locked_until,
+  col_expires_at,  // last column copied into idem.claim
+};
+
+// Parameters shared by the claim statements.
+enum ClaimParam {
+  claim_scope,
+  claim_key,
+  claim_request_hash,
+  claim_claimed_by,
+  claim_now,
+  claim_lock_timeout,
+  claim_retention,  // NULL: never expires
+  claim_seen_fence,
+  claim_seen_status,
+  claim_param_count,
+};
+
+// Runs a statement (SPI must be connected); checks SPI's result code and
+// returns the number of rows processed. Rows are in SPI_tuptable.
+uint64 execute_statement(Statement statement, Datum *values, const char *nulls);
+
+}  // namespace idem

@@ -1,0 +1,30 @@
+-- Install idem and a helper that shows an error's SQLSTATE, message, detail
+-- and hint without the C source locations VERBOSITY verbose would print.
+CREATE EXTENSION idem;
+SELECT extname, extversion, extrelocatable, nspname
+  FROM pg_extension JOIN pg_namespace n ON n.oid = extnamespace WHERE extname = 'idem';
+
+CREATE FUNCTION error_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  state text; message text; detail text; hint text;
+BEGIN
+  EXECUTE statement;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT,
+                          detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+  RETURN state || ': ' || message
+      || E'\n  detail: ' || coalesce(nullif(detail, ''), '(none)')
+      || E'\n  hint: ' || coalesce(nullif(hint, ''), '(none)');
+END $$;
+
+-- Ages a key as if time had passed: its lock and/or its expiry are over.
+CREATE FUNCTION age_key(p_scope text, p_key text, lock_over boolean, expired boolean)
+RETURNS void LANGUAGE sql AS $$
+  UPDATE idem.idempotency_request
+     SET locked_until = CASE WHEN lock_over AND status = 'processing'
+                             THEN now() - interval '1 second' ELSE locked_until END,
+         created_at = CASE WHEN expired THEN now() - interval '2 days' ELSE created_at END,
+         expires_at = CASE WHEN expired THEN now() - interval '1 second' ELSE expires_at END
+   WHERE scope = p_scope AND key = p_key;
+$$;
