@@ -1,16 +1,16 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(62);
+SELECT plan(65);
 
 SELECT has_schema('idem');
 SELECT has_extension('idem');
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'idem'), false, 'idem is not relocatable');
 
 -- Types
-SELECT has_enum('idem', 'idempotency_status');
+SELECT has_enum('idem', 'idempotency_status', 'idempotency_status exists');
 SELECT enum_has_labels('idem', 'idempotency_status',
   ARRAY['processing', 'succeeded', 'failed_retryable', 'failed_final']);
-SELECT has_enum('idem', 'claim_kind');
+SELECT has_enum('idem', 'claim_kind', 'claim_kind exists');
 SELECT enum_has_labels('idem', 'claim_kind',
   ARRAY['new_claim', 'replay_success', 'processing_active', 'processing_stale',
         'retryable_failure', 'final_failure']);
@@ -62,7 +62,7 @@ SELECT ok((SELECT extconfig @> ARRAY['idem.idempotency_request'::regclass::oid]
 
 -- Functions and signatures
 SELECT has_function('idem', 'claim_idempotency_key', ARRAY['text', 'text', 'text', 'text', 'interval', 'interval']);
-SELECT function_returns('idem', 'claim_idempotency_key', ARRAY['text', 'text', 'text', 'text', 'interval', 'interval'], 'claim');
+SELECT function_returns('idem', 'claim_idempotency_key', ARRAY['text', 'text', 'text', 'text', 'interval', 'interval'], 'idem.claim');
 SELECT is(pg_get_function_arguments('idem.claim_idempotency_key'::regproc),
   'scope text, key text, request_hash text, claimed_by text DEFAULT NULL::text, lock_timeout interval DEFAULT NULL::interval, retention interval DEFAULT NULL::interval',
   'claim_idempotency_key arguments and defaults');

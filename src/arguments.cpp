@@ -47,7 +47,8 @@ void require_scope_and_key(FunctionCallInfo fcinfo, text **scope, text **key, Ke
   name->key = nullptr;
   if (PG_ARGISNULL(0))
     throw_key_error(sqlstate::scope_invalid, "idempotency scope must not be NULL", *name,
-                    "Pass the command domain the key belongs to, such as 'create_order'.");
+                    "Pass the command domain the key belongs to, such as 'create_order'.",
+                    "scope is NULL");
   *scope = PG_GETARG_TEXT_PP(0);
   name->scope = printable(*scope);
   int scope_chars = char_length(*scope);
@@ -58,7 +59,7 @@ void require_scope_and_key(FunctionCallInfo fcinfo, text **scope, text **key, Ke
                     *name, "Pass the command domain the key belongs to, such as 'create_order'.");
   if (PG_ARGISNULL(1))
     throw_key_error(sqlstate::key_invalid, "idempotency key must not be NULL", *name,
-                    "Send the client's Idempotency-Key header value.");
+                    "Send the client's Idempotency-Key header value.", "key is NULL");
   *key = PG_GETARG_TEXT_PP(1);
   name->key = printable(*key);
   int key_chars = char_length(*key);
@@ -103,12 +104,13 @@ int32 require_batch_limit(FunctionCallInfo fcinfo, int argno) {
   KeyName none = {nullptr, nullptr};
   if (PG_ARGISNULL(argno))
     throw_key_error(sqlstate::bad_argument, "batch_limit must not be NULL", none,
-                    "Pass a positive number of rows, such as 10000.");
+                    "Pass a positive number of rows, such as 10000.", "batch_limit is NULL");
   int32 limit = PG_GETARG_INT32(argno);
   if (limit <= 0)
     throw_key_error(sqlstate::bad_argument,
                     psprintf("batch_limit must be positive, not %d", limit), none,
-                    "Pass a positive number of rows, such as 10000.");
+                    "Pass a positive number of rows, such as 10000.",
+                    psprintf("batch_limit is %d", limit));
   return limit;
 }
 

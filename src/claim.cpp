@@ -93,6 +93,14 @@ HeapTuple form_claim(TupleDesc desc, MemoryContext caller_context, ClaimKind kin
   return tuple;
 }
 
+[[noreturn]] void refuse_write_when_read_only(const KeyName &name) {
+  SPI_finish();
+  throw_key_error(sqlstate::read_only,
+                  "cannot claim this idempotency key in a read-only transaction", name,
+                  "Only replays of finished keys work read-only; claiming a new, stale or "
+                  "failed key writes it, so use a read-write transaction on the primary.");
+}
+
 }  // namespace
 
 Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
@@ -132,9 +140,9 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   nulls[claim_seen_status] = 'n';
 
   if (SPI_connect() != SPI_OK_CONNECT) throw Error(sqlstate::internal, "SPI_connect failed");
-  // A READ ONLY transaction may still replay; should it need to write, the
-  // write statement itself says it cannot.
-  Statement statement = XactReadOnly ? Statement::claim_observe : Statement::claim_observe_or_insert;
+  // A READ ONLY transaction (or a hot standby) may still replay.
+  bool read_only = XactReadOnly;
+  Statement statement = read_only ? Statement::claim_observe : Statement::claim_observe_or_insert;
   Action pending = Action::insert;
   SeenRow row;
   for (int round = 0; round < max_claim_rounds; ++round) {
@@ -143,8 +151,8 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
                      statement == Statement::claim_regenerate;
     statement = Statement::claim_observe_or_insert;
     if (rows == 0) {
-      // A concurrent claim inserted, took over or purged the key first, or
-      // (READ ONLY) there is nothing to replay: look again.
+      if (read_only) refuse_write_when_read_only(name);
+      // A concurrent claim inserted, took over or purged the key first: look again.
       continue;
     }
     read_first_row(&row);
@@ -177,6 +185,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
           break;
       }
       if (statement != Statement::claim_observe_or_insert) {
+        if (read_only) refuse_write_when_read_only(name);
         params[claim_seen_fence] = column(row, col_fence);
         nulls[claim_seen_fence] = ' ';
         params[claim_seen_status] = column(row, col_status);

@@ -26,6 +26,7 @@ inline constexpr char internal[] = "P4099";
 inline constexpr char invalid_json[] = "22P02";          // invalid_text_representation
 inline constexpr char too_deep[] = "54001";              // statement_too_complex
 inline constexpr char contention[] = "40001";            // serialization_failure
+inline constexpr char read_only[] = "25006";             // read_only_sql_transaction
 inline constexpr char out_of_memory[] = "53200";         // out_of_memory
 }  // namespace sqlstate
 

@@ -10,6 +10,8 @@ mkdir -p "$OUT"
 passed=0
 failed=0
 failed_suites=()
+# IDEM_ONLY="tap regress" runs just those suites (unit regress isolation pgtap tap extra).
+wanted() { [ -z "${IDEM_ONLY:-}" ] || [[ " $IDEM_ONLY " == *" $1 "* ]]; }
 
 tally() {  # suite passed failed
   passed=$((passed + $2))
@@ -45,8 +47,8 @@ tally_tap() {  # suite log exit-status
   tally "$1" $((total - bad)) "$bad"
 }
 
-echo "==> unit tests (C++, plain and ASan/UBSan)"
-if [ -f test/unit/run.sh ]; then
+if wanted unit && [ -f test/unit/run.sh ]; then
+  echo "==> unit tests (C++, plain and ASan/UBSan)"
   bash test/unit/run.sh "$OUT/unit" >"$OUT/unit.log" 2>&1; st=$?
   tail -5 "$OUT/unit.log" | sed 's/^/      /'
   line=$(grep -E '^unit: [0-9]+ passed, [0-9]+ failed' "$OUT/unit.log" | tail -1)
@@ -56,21 +58,23 @@ if [ -f test/unit/run.sh ]; then
   tally unit "${p:-0}" "${f:-1}"
 fi
 
-echo "==> pg_regress"
+wanted regress && echo "==> pg_regress" &&
 run_regress regress "$PGXS_DIR/src/test/regress/pg_regress" \
   $(ls test/sql/*.sql | xargs -n1 basename | sed 's/\.sql$//')
 
-echo "==> isolation"
+wanted isolation && echo "==> isolation" &&
 run_regress isolation "$PGXS_DIR/src/test/isolation/pg_isolation_regress" \
   $(ls test/specs/*.spec | xargs -n1 basename | sed 's/\.spec$//')
 
-echo "==> pgTAP"
-createdb idem_pgtap && psql -qX -d idem_pgtap -c 'CREATE EXTENSION pgtap; CREATE EXTENSION idem;' >/dev/null
-pg_prove -d idem_pgtap pgtap/*.sql >"$OUT/pgtap.log" 2>&1; st=$?
-grep -vE '^\s*$' "$OUT/pgtap.log" | tail -15 | sed 's/^/      /'
-tally_tap pgtap "$OUT/pgtap.log" $st
+if wanted pgtap; then
+  echo "==> pgTAP"
+  createdb idem_pgtap && psql -qX -d idem_pgtap -c 'CREATE EXTENSION pgtap; CREATE EXTENSION idem;' >/dev/null
+  pg_prove -d idem_pgtap pgtap/*.sql >"$OUT/pgtap.log" 2>&1; st=$?
+  grep -vE '^\s*$' "$OUT/pgtap.log" | tail -15 | sed 's/^/      /'
+  tally_tap pgtap "$OUT/pgtap.log" $st
+fi
 
-if compgen -G "test/t/*.pl" >/dev/null; then
+if wanted tap && compgen -G "test/t/*.pl" >/dev/null; then
   echo "==> TAP (PostgreSQL::Test::Cluster)"
   export PERL5LIB="$PGXS_DIR/src/test/perl" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress"
   export TESTDIR="$OUT/tap" IDEM_TREE="$TREE"
@@ -80,7 +84,7 @@ if compgen -G "test/t/*.pl" >/dev/null; then
   tally_tap tap "$OUT/tap.log" $st
 fi
 
-if [ -d test/extra.d ]; then
+if wanted extra && [ -d test/extra.d ]; then
   for extra in test/extra.d/*.sh; do
     [ -f "$extra" ] || continue
     name=$(basename "$extra" .sh)

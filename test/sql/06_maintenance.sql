@@ -36,7 +36,7 @@ SELECT status, count(*) FROM idem.idempotency_request GROUP BY 1 ORDER BY 1;
 SELECT idem.sweep_stale(1) AS first_sweep;
 SELECT idem.sweep_stale() AS second_sweep;
 SELECT idem.sweep_stale() AS nothing_left;
-SELECT key, status, failure_code, locked_until, finished_at IS NOT NULL AS finished
+SELECT key, status, failure_code, locked_until IS NULL AS unlocked, finished_at IS NOT NULL AS finished
   FROM idem.idempotency_request WHERE key LIKE 'processing%' ORDER BY key;
 -- A stale key not yet past expiry becomes failed_retryable/'abandoned'.
 SELECT age_key('m', 'fresh-2', lock_over => true, expired => false);

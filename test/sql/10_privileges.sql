@@ -14,7 +14,7 @@ SELECT error_of($$SELECT count(*) FROM idem.idempotency_request$$);
 SELECT error_of($$UPDATE idem.idempotency_request SET status = 'succeeded'$$);
 SELECT error_of($$SELECT nextval('idem.fence_seq')$$);
 SELECT error_of($$SELECT idem.purge_expired()$$);
-SELECT idem.request_hash('{"a": 1}') IS NOT NULL AS can_hash;
+SELECT idem.request_hash('{"a": 1}'::jsonb) IS NOT NULL AS can_hash;
 RESET ROLE;
 
 SET ROLE idem_nobody;

@@ -46,6 +46,6 @@ SELECT * FROM create_order('req-2', '{"customer": "bob", "amount": -1}');     --
 SELECT error_of($$SELECT * FROM create_order('req-1', '{"customer": "eve", "amount": 99}')$$) LIKE 'P4002:%' AS changed_body_refused;
 SELECT count(*) AS orders FROM shop_order;
 -- A concurrent twin (simulated: the key is held by an open claim).
-SELECT kind FROM idem.claim_idempotency_key('create_order', 'req-3', idem.request_hash('{"customer": "cy", "amount": 5}'));
+SELECT kind FROM idem.claim_idempotency_key('create_order', 'req-3', idem.request_hash('{"customer": "cy", "amount": 5}'::jsonb));
 SELECT status_code, body ? 'retry_after_seconds' AS has_retry_after, replayed
   FROM create_order('req-3', '{"customer": "cy", "amount": 5}');

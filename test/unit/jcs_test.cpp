@@ -243,6 +243,7 @@ TEST(Numbers, InexactDetailsSayWhy) {
   EXPECT_NE(error_of("1e400").detail().find("too large"), std::string::npos);
   EXPECT_NE(error_of("1e-400").detail().find("too small"), std::string::npos);
   EXPECT_NE(error_of("12345678901234567890").detail().find("19 significant digits"), std::string::npos);
+  EXPECT_NE(error_of("123456789012345678").detail().find("18 significant digits"), std::string::npos);
 }
 
 TEST(Numbers, LongNumberIsAbbreviatedInMessages) {
@@ -337,6 +338,7 @@ TEST(Strings, RawControlCharactersRefused) {
   EXPECT_EQ(sqlstate_of("\"\t\""), "22P02");
   EXPECT_EQ(sqlstate_of("\"\x1f\""), "22P02");
   EXPECT_EQ(sqlstate_of(std::string("\"\0\"", 3)), "22P02");
+  EXPECT_NE(error_of("\"\x01\"").message().find("control character U+0001"), std::string::npos);
 }
 
 TEST(Strings, Unterminated) {
