@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Turns bench/run's raw measurements into the results table (markdown).
+
+Every figure is the median over the rounds of one cell; the peers of a cell
+ran interleaved, so their ratios compare like with like on a noisy machine.
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+from collections import defaultdict
+
+WORKLOAD_TITLES = {
+    "newkey": "new-key lifecycle (claim, then complete: 2 transactions)",
+    "replay": "replay of a succeeded key",
+    "hot": "hot keys (16 keys; claim, complete if won)",
+}
+
+# (workload, sync, clients or None for all) -> [(peer, minimum ratio of idem to it)]
+def targets(workload, sync, clients, top_clients):
+    wanted = []
+    if workload == "newkey":
+        wanted.append(("floor", 0.95))
+        if clients == top_clients:
+            wanted.append(("ref", 1.3))
+    elif workload == "replay" and sync == "on":
+        wanted.append(("ref", 2.0))
+    elif workload == "hot" and clients == top_clients:
+        wanted.append(("ref", 1.3))
+    return wanted
+
+
+def read_tsv(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", default="full")
+    ap.add_argument("--raw", required=True)
+    ap.add_argument("--machine", default="?")
+    ap.add_argument("--rounds", default="?")
+    ap.add_argument("--seconds", default="?")
+    ap.add_argument("--purge-batch", default="?")
+    args = ap.parse_args()
+
+    tps = defaultdict(list)
+    lat = defaultdict(list)
+    for workload, sync, clients, peer, _round, t, l in read_tsv(os.path.join(args.raw, "pgbench.tsv")):
+        key = (workload, sync, int(clients), peer)
+        tps[key].append(float(t))
+        lat[key].append(float(l))
+    med_tps = {k: statistics.median(v) for k, v in tps.items()}
+    med_lat = {k: statistics.median(v) for k, v in lat.items()}
+
+    out = []
+    verdicts = []
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out.append(f"# idem benchmark, {now}" + (" (smoke mode: not a measurement)" if args.mode != "full" else ""))
+    out.append("")
+    out.append(f"Machine: {args.machine}. pgbench -M prepared, {args.rounds} interleaved rounds of "
+               f"{args.seconds} s per peer and cell; medians. tps = transactions per second as "
+               "pgbench counts them (one pass of the workload script), latency in ms.")
+    out.append("")
+    out.append("| workload | sync commit | clients | idem tps | ref tps | floor tps | idem ms | ref ms | floor ms | idem/ref | idem/floor | target | met |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    cells = sorted({(w, s, c) for (w, s, c, _p) in med_tps if w in WORKLOAD_TITLES},
+                   key=lambda x: (list(WORKLOAD_TITLES).index(x[0]), x[1] != "on", x[2]))
+    top_clients = max((c for (_w, _s, c) in cells), default=0)
+    for workload, sync, clients in cells:
+        def t(peer):
+            return med_tps.get((workload, sync, clients, peer))
+        def l(peer):
+            return med_lat.get((workload, sync, clients, peer))
+        def ratio(peer):
+            a, b = t("idem"), t(peer)
+            return a / b if a and b else None
+        goal_texts, met = [], []
+        for peer, minimum in targets(workload, sync, clients, top_clients):
+            r = ratio(peer)
+            goal_texts.append(f"≥ {minimum:g}× {peer}")
+            ok = r is not None and r >= minimum
+            met.append(ok)
+            verdicts.append((f"{workload}, sync {sync}, {clients} clients: idem/{peer} ≥ {minimum:g}",
+                             f"{r:.2f}" if r else "n/a", ok))
+        fmt = lambda v, d=0: "n/a" if v is None else f"{v:,.{d}f}"
+        out.append("| " + " | ".join([
+            workload, sync, str(clients), fmt(t("idem")), fmt(t("ref")), fmt(t("floor")),
+            fmt(l("idem"), 3), fmt(l("ref"), 3), fmt(l("floor"), 3),
+            fmt(ratio("ref"), 2), fmt(ratio("floor"), 2),
+            "; ".join(goal_texts) or "-",
+            ("yes" if all(met) else "**no**") if met else "-"]) + " |")
+    out.append("")
+
+    purge = {p: (int(r), float(s)) for p, r, s in read_tsv(os.path.join(args.raw, "purge.tsv"))}
+    if purge:
+        rate = {p: (r / s if s > 0 else 0) for p, (r, s) in purge.items()}
+        r = rate["idem"] / rate["ref"] if rate.get("ref") else None
+        ok = r is not None and r >= 2.0
+        verdicts.append(("purge: idem/ref rows/s ≥ 2", f"{r:.2f}" if r else "n/a", ok))
+        out.append(f"Purge (batches of {args.purge_batch}, peers taking turns batch by batch, each batch "
+                   "its own transaction, synchronous_commit on):")
+        out.append("")
+        out.append("| peer | rows | seconds | rows/s |")
+        out.append("|---|---:|---:|---:|")
+        for p in ("idem", "ref", "floor"):
+            if p in purge:
+                out.append(f"| {p} | {purge[p][0]:,} | {purge[p][1]:.2f} | {rate[p]:,.0f} |")
+        fr = rate["idem"] / rate["floor"] if rate.get("floor") else 0
+        out.append("")
+        out.append(f"idem/ref = {r:.2f} (target ≥ 2: {'yes' if ok else '**no**'}); idem/floor = {fr:.2f}.")
+        out.append("")
+
+    memory = read_tsv(os.path.join(args.raw, "memory.tsv"))
+    if memory:
+        claims, before, after, kinds = memory[0]
+        growth = int(after) - int(before)
+        ok = growth < 1024 * 1024
+        verdicts.append(("memory: backend growth < 1 MB", f"{growth / 1024:+.0f} kB", ok))
+        kinds_text = ", ".join(f"{k} {v:,}" for k, v in sorted(json.loads(kinds).items()))
+        out.append(f"Memory: one backend, {int(claims):,} claims (each its own transaction; {kinds_text}): "
+                   f"{int(before):,} bytes before, {int(after):,} after, growth {growth:+,} bytes "
+                   f"(target < 1 MB: {'yes' if ok else '**no**'}).")
+        out.append("")
+
+    worker_skipped = os.path.join(args.raw, "worker.tsv.skipped")
+    if os.path.exists(worker_skipped):
+        out.append("Worker overhead: skipped: worker not built (idem.worker_status does not exist).")
+        out.append("")
+        verdicts.append(("worker overhead < 3%", "skipped: worker not built", None))
+    else:
+        on = [v for (k, v) in tps.items() if k[0] == "worker" and k[3] == "worker_on"]
+        off = [v for (k, v) in tps.items() if k[0] == "worker" and k[3] == "worker_off"]
+        if on and off:
+            m_on, m_off = statistics.median(on[0]), statistics.median(off[0])
+            overhead = 1 - m_on / m_off
+            done = [int(r[2]) for r in read_tsv(os.path.join(args.raw, "worker.tsv")) if r[0] == "on"]
+            ok = overhead < 0.03
+            verdicts.append(("worker overhead < 3%", f"{overhead * 100:.1f}%", ok))
+            out.append(f"Worker overhead: new-key tps with the worker sweeping and purging a backlog "
+                       f"{m_on:,.0f} vs {m_off:,.0f} without it: {overhead * 100:+.1f}% "
+                       f"(target < 3%: {'yes' if ok else '**no**'}); backlog rows handled while measured: "
+                       f"{', '.join(str(d) for d in done)}.")
+            out.append("")
+
+    out.append("Targets:")
+    out.append("")
+    out.append("| target | measured | met |")
+    out.append("|---|---|---|")
+    for name, measured, ok in verdicts:
+        out.append(f"| {name} | {measured} | {'-' if ok is None else ('yes' if ok else '**no**')} |")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+-- The benchmark's own helpers, schema bench: loading data into the three
+-- peers' tables alike, the interleaved purge and the memory probe. Loaded by
+-- bench/run after idem, bench/reference.sql and bench/floor/*.sql.
+
+CREATE SCHEMA bench;
+
+-- The request hash every workload sends: a SHA-256 in hex, like a real one.
+CREATE FUNCTION bench.hash() RETURNS text IMMUTABLE LANGUAGE sql
+AS $$ SELECT 'b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c' $$;
+
+CREATE TABLE bench.peers (peer text PRIMARY KEY, tbl regclass, fence_seq regclass);
+INSERT INTO bench.peers VALUES
+    ('idem', 'idem.idempotency_request', 'idem.fence_seq'),
+    ('ref', 'ref.idempotency_request', 'ref.fence_seq'),
+    ('floor', 'floor.idempotency_request', 'floor.fence_seq');
+
+-- n finished keys '1'..'n' of a scope in every peer's table; expired ones
+-- are ordered by expires_at in key order, as a purge would meet them.
+CREATE PROCEDURE bench.fill(p_scope text, p_n integer, p_expired boolean,
+                            p_only text DEFAULT NULL)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    p record;
+BEGIN
+    FOR p IN SELECT * FROM bench.peers x WHERE p_only IS NULL OR x.peer = p_only ORDER BY x.peer LOOP
+        EXECUTE format($sql$
+            INSERT INTO %s (scope, key, request_hash, status, recovery_point, fence,
+                attempt_count, claimed_at, response_code, response_body, created_at,
+                updated_at, finished_at, expires_at)
+            SELECT $1, g::text, bench.hash(), 'succeeded', 'finished', nextval(%L), 1,
+                   t0, 200, jsonb_build_object('id', g), t0, t0, t0,
+                   CASE WHEN $3 THEN t0 + interval '1 day' + g * interval '1 millisecond'
+                        ELSE 'infinity' END
+            FROM generate_series(1, $2) g,
+                 LATERAL (SELECT now() - CASE WHEN $3 THEN interval '3 days' ELSE interval '0' END AS t0) c
+            ON CONFLICT DO NOTHING$sql$, p.tbl, p.fence_seq)
+        USING p_scope, p_n, p_expired;
+        COMMIT;
+    END LOOP;
+END;
+$$;
+
+-- Purge every peer's expired keys in batches of p_batch, the peers taking
+-- turns batch by batch so that background noise hits them alike; each batch
+-- is its own transaction and is timed with its commit.
+CREATE TABLE bench.purge_result (peer text PRIMARY KEY, rows bigint, seconds float8);
+
+CREATE PROCEDURE bench.purge_interleaved(p_batch integer)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    t0 timestamptz;
+    n bigint;
+    busy boolean := true;
+    v_peer text;
+BEGIN
+    DELETE FROM bench.purge_result;
+    INSERT INTO bench.purge_result VALUES ('idem', 0, 0), ('ref', 0, 0), ('floor', 0, 0);
+    COMMIT;
+    WHILE busy LOOP
+        busy := false;
+        FOREACH v_peer IN ARRAY ARRAY['idem', 'ref', 'floor'] LOOP
+            t0 := clock_timestamp();
+            n := CASE v_peer
+                   WHEN 'idem' THEN idem.purge_expired(p_batch)
+                   WHEN 'ref' THEN ref.purge_expired(p_batch)
+                   ELSE floor_client.purge_expired(p_batch) END;
+            COMMIT;
+            UPDATE bench.purge_result r
+            SET rows = r.rows + n,
+                seconds = r.seconds + extract(epoch FROM clock_timestamp() - t0)
+            WHERE r.peer = v_peer;
+            COMMIT;
+            busy := busy OR n > 0;
+        END LOOP;
+    END LOOP;
+END;
+$$;
+
+-- A backend's total memory across p_claims claims, each its own
+-- transaction. Half the claims are of keys never seen (new_claim, then
+-- mark_succeeded); the other half cycle over p_keys keys, a third of which
+-- always fail retryably (so they are taken over again and again) while the
+-- rest succeed once and replay from then on. The first p_warmup claims fill
+-- the caches (plans, catalog) and are not counted.
+CREATE TABLE bench.memory_result (claims bigint, before_bytes bigint, after_bytes bigint,
+                                  kinds jsonb);
+
+CREATE FUNCTION bench.backend_bytes() RETURNS bigint LANGUAGE sql
+AS $$ SELECT sum(total_bytes)::bigint FROM pg_backend_memory_contexts $$;
+
+CREATE PROCEDURE bench.memory_probe(p_claims integer, p_keys integer, p_warmup integer)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    c idem.claim;
+    before_bytes bigint;
+    counts bigint[] := array_fill(0::bigint, ARRAY[6]);
+    kinds text[] := enum_range(NULL::idem.claim_kind)::text[];
+    k text;
+    retry boolean;
+BEGIN
+    FOR i IN 1 .. p_warmup + p_claims LOOP
+        IF i = p_warmup + 1 THEN
+            COMMIT;
+            before_bytes := bench.backend_bytes();
+        END IF;
+        IF i % 2 = 0 THEN
+            k := 'n' || i;
+            retry := false;
+        ELSE
+            k := 'c' || (i % p_keys);
+            retry := (i % p_keys) % 3 = 0;
+        END IF;
+        c := idem.claim_idempotency_key('memory', k, bench.hash());
+        IF c.kind IN ('new_claim', 'retryable_failure') THEN
+            IF retry THEN
+                PERFORM idem.mark_failed('memory', k, c.fence, true, 'probe');
+            ELSE
+                PERFORM idem.mark_succeeded('memory', k, c.fence, 200, '{"ok": true}');
+            END IF;
+        END IF;
+        IF i > p_warmup THEN
+            counts[array_position(kinds, c.kind::text)] := counts[array_position(kinds, c.kind::text)] + 1;
+        END IF;
+        IF i % 1000 = 0 THEN
+            COMMIT;
+        END IF;
+    END LOOP;
+    COMMIT;
+    INSERT INTO bench.memory_result
+    SELECT p_claims, before_bytes, bench.backend_bytes(),
+           jsonb_object_agg(kinds[n], counts[n]) FILTER (WHERE counts[n] > 0)
+    FROM generate_series(1, 6) n;
+    COMMIT;
+END;
+$$;
