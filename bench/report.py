@@ -129,9 +129,11 @@ def main():
 
     worker_skipped = os.path.join(args.raw, "worker.tsv.skipped")
     if os.path.exists(worker_skipped):
-        out.append("Worker overhead: skipped: worker not built (idem.worker_status does not exist).")
+        with open(worker_skipped) as f:
+            why = f.read().strip()
+        out.append(f"Worker overhead: {why}.")
         out.append("")
-        verdicts.append(("worker overhead < 3%", "skipped: worker not built", None))
+        verdicts.append(("worker overhead < 3%", why, None))
     else:
         on = [v for (k, v) in tps.items() if k[0] == "worker" and k[3] == "worker_on"]
         off = [v for (k, v) in tps.items() if k[0] == "worker" and k[3] == "worker_off"]
