@@ -125,7 +125,11 @@ def main():
         out.append(f"Memory: one backend, {int(claims):,} claims (each its own transaction; {kinds_text}): "
                    f"{int(before):,} bytes before, {int(after):,} after, growth {growth:+,} bytes "
                    f"(target < 1 MB: {'yes' if ok else '**no**'}).")
-        out.append("")
+        samples = read_tsv(os.path.join(args.raw, "memory_samples.tsv"))
+        if samples:
+            out.append("Backend memory along the way (claims: bytes above the start): " + ", ".join(
+                f"{int(c):,}: {int(b) - int(before):+,}" for c, b in samples) + ".")
+            out.append("")
 
     worker_skipped = os.path.join(args.raw, "worker.tsv.skipped")
     if os.path.exists(worker_skipped):

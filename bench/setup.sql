@@ -87,6 +87,8 @@ $$;
 CREATE TABLE bench.memory_result (claims bigint, before_bytes bigint, after_bytes bigint,
                                   kinds jsonb);
 
+CREATE TABLE bench.memory_samples (claims bigint, bytes bigint);
+
 CREATE FUNCTION bench.backend_bytes() RETURNS bigint LANGUAGE sql
 AS $$ SELECT sum(total_bytes)::bigint FROM pg_backend_memory_contexts $$;
 
@@ -96,6 +98,7 @@ AS $$
 DECLARE
     c idem.claim;
     before_bytes bigint;
+    after_bytes bigint;
     counts bigint[] := array_fill(0::bigint, ARRAY[6]);
     kinds text[] := enum_range(NULL::idem.claim_kind)::text[];
     k text;
@@ -127,10 +130,15 @@ BEGIN
         IF i % 1000 = 0 THEN
             COMMIT;
         END IF;
+        IF i > p_warmup AND (i - p_warmup) % greatest(p_claims / 10, 1) = 0 THEN
+            INSERT INTO bench.memory_samples VALUES (i - p_warmup, bench.backend_bytes());
+        END IF;
     END LOOP;
     COMMIT;
+    -- Read before planning the INSERT below, whose own plan would count.
+    after_bytes := bench.backend_bytes();
     INSERT INTO bench.memory_result
-    SELECT p_claims, before_bytes, bench.backend_bytes(),
+    SELECT p_claims, before_bytes, after_bytes,
            jsonb_object_agg(kinds[n], counts[n]) FILTER (WHERE counts[n] > 0)
     FROM generate_series(1, 6) n;
     COMMIT;
