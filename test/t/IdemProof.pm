@@ -5,11 +5,14 @@
 #
 # Every client appends what the server acknowledged to its own log file, one
 # line an event, written as soon as the acknowledgement arrived:
-#   C key fence kind        a claim that granted ownership returned
-#   R key fence point       set_recovery_point returned (autocommit)
-#   S key fence effect body COMMIT of effect + mark_succeeded returned OK
-#   A key body              the request got its answer (own write or replay)
-#   X key fence sqlstate    an owner's write was refused (P4012 ...)
+#   C key fence t kind        a claim that granted ownership returned at t
+#   R key fence t point       set_recovery_point, sent at t, returned (autocommit)
+#   F key fence t             mark_failed (retryable), sent at t, returned
+#   S key fence effect t body COMMIT of effect + mark_succeeded (sent at t) returned OK
+#   A key body                the request got its answer (own write or replay)
+#   X key fence sqlstate      an owner's write was refused (P4012 ...)
+#   T counters                the client's counters, last line
+# Times are Time::HiRes::time() of one machine, so comparable across clients.
 # The parent reads the logs back and compares them with the database.
 package IdemProof;
 
@@ -94,12 +97,12 @@ sub run_clients {
 }
 
 # Fields of each line kind; the last one may contain spaces.
-my %fields_of = (C => 3, R => 3, S => 4, A => 2, X => 3, T => 1);
+my %fields_of = (C => 4, R => 4, F => 3, S => 5, A => 2, X => 3, T => 1);
 
 # Reads every client log in $dir: returns a hash of line kind => [fields...].
 sub read_logs {
 	my ($dir) = @_;
-	my %events = map { $_ => [] } qw(C R S A X T);
+	my %events = map { $_ => [] } qw(C R F S A X T);
 	for my $file (glob("$dir/client-*.log")) {
 		open my $fh, '<', $file or die "$file: $!";
 		while (my $line = <$fh>) {
@@ -144,6 +147,7 @@ sub new {
 		scope   => $opt{scope} // 'storm',
 		stats   => {},
 		chaos   => 0,    # probability of abandoning / failing an owned key
+		owner   => $opt{owner},    # replaces own() for a key this client owns
 	}, $class;
 	open $c->{log}, '>>', "$log_dir/client-$id.log" or die "log: $!";
 	$c->{log}->autoflush(1);
@@ -237,8 +241,9 @@ sub request {
 			die "client $c->{id}: final failure on $key (nothing here fails for good)";
 		}
 		# new_claim, processing_stale, retryable_failure: we own the key.
-		$c->log_event('C', $key, $fence, $kind);
-		my $answer = $c->own($key, $fence, $point, $kind);
+		$c->log_event('C', $key, $fence, IdemProof::now(), $kind);
+		my $owner = $c->{owner} // \&own;
+		my $answer = $owner->($c, $key, $fence, $point, $kind);
 		return $answer if defined $answer;
 	}
 }
@@ -251,10 +256,7 @@ sub own {
 	if ($kind ne 'new_claim' && $point eq 'validated') {
 		$c->count('resumed_after_validated');
 	} else {
-		my (undef, $err) = $c->run('SELECT idem.set_recovery_point($1, $2, $3, $4)',
-			$c->{scope}, $key, $fence, 'validated');
-		if ($err) { $c->refused($key, $fence, $err); return undef; }
-		$c->log_event('R', $key, $fence, 'validated');
+		return undef unless $c->checkpoint($key, $fence, 'validated');
 	}
 	if ($c->{chaos} > 0 && rand() < $c->{chaos}) {
 		# A client that dies here leaves the key processing until its lock expires.
@@ -262,19 +264,40 @@ sub own {
 		return undef;
 	}
 	if ($c->{chaos} > 0 && rand() < $c->{chaos}) {
-		my (undef, $err) = $c->run(
-			'SELECT idem.mark_failed($1, $2, $3, true, $4, $5)',
-			$c->{scope}, $key, $fence, 'upstream_timeout', 'chaos');
-		if ($err) { $c->refused($key, $fence, $err); return undef; }
-		$c->count('failed_retryable');
+		$c->fail_retryably($key, $fence);
 		return undef;
 	}
 	return $c->effect_and_succeed($key, $fence);
 }
 
+# set_recovery_point in its own transaction; true when it was accepted.
+sub checkpoint {
+	my ($c, $key, $fence, $point) = @_;
+	my $sent = IdemProof::now();
+	my (undef, $err) = $c->run('SELECT idem.set_recovery_point($1, $2, $3, $4)',
+		$c->{scope}, $key, $fence, $point);
+	if ($err) { $c->refused($key, $fence, $err); return 0; }
+	$c->log_event('R', $key, $fence, $sent, $point);
+	return 1;
+}
+
+# mark_failed(retryable); true when it was accepted.
+sub fail_retryably {
+	my ($c, $key, $fence) = @_;
+	my $sent = IdemProof::now();
+	my (undef, $err) = $c->run('SELECT idem.mark_failed($1, $2, $3, true, $4, $5)',
+		$c->{scope}, $key, $fence, 'upstream_timeout', 'chaos');
+	if ($err) { $c->refused($key, $fence, $err); return 0; }
+	$c->count('failed_retryable');
+	$c->log_event('F', $key, $fence, $sent);
+	return 1;
+}
+
 sub refused {
 	my ($c, $key, $fence, $err) = @_;
-	$c->log_event('X', $key, $fence, $err) unless $err eq 'lost';
+	return if $err eq 'lost';
+	$c->count('stale_write_refused') if $err eq 'P4012';
+	$c->log_event('X', $key, $fence, $err);
 }
 
 # The effect and mark_succeeded commit together or not at all; the answer
@@ -289,6 +312,7 @@ sub effect_and_succeed {
 		undef, $c->{scope}, $key, $fence, $c->{id});
 	return $c->lost_or_refused($key, $fence) if $dbh->err;
 	Time::HiRes::sleep($stall) if $stall;
+	my $sent = IdemProof::now();
 	$dbh->selectrow_array('SELECT idem.mark_succeeded($1, $2, $3, 200, $4::jsonb, $5, $6)',
 		undef, $c->{scope}, $key, $fence, $body, 'effect', $effect);
 	return $c->lost_or_refused($key, $fence) if $dbh->err;
@@ -299,7 +323,7 @@ sub effect_and_succeed {
 		return undef;
 	}
 	$c->count('effects_committed');
-	$c->log_event('S', $key, $fence, $effect, $body);
+	$c->log_event('S', $key, $fence, $effect, $sent, $body);
 	$c->log_event('A', $key, $body);
 	return $body;
 }
@@ -308,7 +332,6 @@ sub lost_or_refused {
 	my ($c, $key, $fence) = @_;
 	my $err = $c->failure;
 	$c->refused($key, $fence, $err);
-	$c->count("stale_write_refused") if $err eq 'P4012';
 	return undef;
 }
 
