@@ -74,10 +74,11 @@ sub connect_or_die {
 }
 
 # Forks $count children running $body->($index); each ends with _exit so the
-# parent's END blocks (which stop the cluster) never run in a child. Returns
-# the number of children that failed.
+# parent's END blocks (which stop the cluster) never run in a child. The
+# parent runs $meanwhile->() (if given) while they work, then waits for them.
+# Returns the number of children that failed.
 sub run_clients {
-	my ($count, $body) = @_;
+	my ($count, $body, $meanwhile) = @_;
 	my @pids;
 	for my $i (0 .. $count - 1) {
 		my $pid = fork() // die "fork: $!";
@@ -89,6 +90,10 @@ sub run_clients {
 		push @pids, $pid;
 	}
 	my $failed = 0;
+	if ($meanwhile && !eval { $meanwhile->(); 1 }) {
+		print STDERR "while the clients ran: $@";
+		$failed++;
+	}
 	for my $pid (@pids) {
 		waitpid($pid, 0);
 		$failed++ if $? != 0;
@@ -148,6 +153,8 @@ sub new {
 		stats   => {},
 		chaos   => 0,    # probability of abandoning / failing an owned key
 		owner   => $opt{owner},    # replaces own() for a key this client owns
+		# seconds between the effect and mark_succeeded, inside the transaction
+		effect_stall => $opt{effect_stall},
 	}, $class;
 	open $c->{log}, '>>', "$log_dir/client-$id.log" or die "log: $!";
 	$c->{log}->autoflush(1);
@@ -295,7 +302,11 @@ sub fail_retryably {
 
 sub refused {
 	my ($c, $key, $fence, $err) = @_;
-	return if $err eq 'lost';
+	if ($err eq 'lost') {
+		# The server went away while we owned the key: the retry finds out.
+		$c->count('lost_while_owning');
+		return;
+	}
 	$c->count('stale_write_refused') if $err eq 'P4012';
 	$c->log_event('X', $key, $fence, $err);
 }
@@ -311,14 +322,19 @@ sub effect_and_succeed {
 		'INSERT INTO effects (scope, key, fence, client) VALUES ($1, $2, $3, $4) RETURNING id',
 		undef, $c->{scope}, $key, $fence, $c->{id});
 	return $c->lost_or_refused($key, $fence) if $dbh->err;
+	$stall //= $c->{effect_stall};
 	Time::HiRes::sleep($stall) if $stall;
 	my $sent = IdemProof::now();
 	$dbh->selectrow_array('SELECT idem.mark_succeeded($1, $2, $3, 200, $4::jsonb, $5, $6)',
 		undef, $c->{scope}, $key, $fence, $body, 'effect', $effect);
 	return $c->lost_or_refused($key, $fence) if $dbh->err;
-	if (!$dbh->commit) {
+	# DBD::Pg's commit returns true even when the connection died under it
+	# (seen in this very run), so only a clean err means "acknowledged".
+	my $committed = $dbh->commit;
+	if (!$committed || $dbh->err) {
 		# The outcome is unknown: the retry's claim will tell.
 		$c->count('commit_unknown');
+		$c->count('lost_while_owning');
 		$c->failure;
 		return undef;
 	}
