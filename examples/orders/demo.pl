@@ -14,7 +14,7 @@ use Orders::Setup;
 use Orders::Ledger;
 use Orders::Scenarios;
 
-my %opt = (shop_db => 'shop', provider_db => 'payment_provider', lock_timeout => '2 seconds');
+my %opt = (shop_db => 'shop', provider_db => 'payment_provider', lock_timeout => '1 second');
 GetOptions('shop-db=s' => \$opt{shop_db}, 'provider-db=s' => \$opt{provider_db},
            'lock-timeout=s' => \$opt{lock_timeout}) or die "bad options\n";
 $| = 1;

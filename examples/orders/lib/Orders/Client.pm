@@ -52,7 +52,7 @@ sub start {
             my $response = $server->handle($scope, $key, $request);
             $emit->({kind => 'response', %$response});
         };
-        $emit->({kind => 'worker_error', text => "worker failed: $@"}) if $@;
+        $emit->({kind => 'worker_error', who => 'server', text => "worker failed: $@"}) if $@;
         POSIX::_exit(0);
     }
     close $writer;
@@ -103,8 +103,11 @@ sub request {
                 return {final => $response, responses => \@responses, attempts => $self->{attempts}};
             }
         }
-        die "request $key: no final answer after $MAX_ATTEMPTS attempts\n"
-            if $self->{attempts} >= $MAX_ATTEMPTS;
+        if ($self->{attempts} >= $MAX_ATTEMPTS) {
+            my @said = map { $_->{text} } grep { $_->{who} eq 'server' } @{$self->{timeline}};
+            die "request $key: no final answer after $MAX_ATTEMPTS attempts; the server said:\n  "
+                . join("\n  ", @said > 3 ? @said[-3 .. -1] : @said) . "\n";
+        }
         $self->{before_retry}->($response) if $self->{before_retry};
         $attempt = $self->start($scope, $key, $request);
     }

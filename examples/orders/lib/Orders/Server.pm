@@ -196,12 +196,14 @@ sub provider_unavailable {
     my ($self, $scope, $key, $fence, $detail) = @_;
     my $dbh = $self->{dbh};
     $detail //= 'unknown';
-    $detail =~ s/\s+/ /g;
+    $detail =~ s/^ERROR:\s*//;
+    $detail =~ s/\s*\n.*//s;
     my $failure = $dbh->selectrow_hashref(
         q{SELECT status_code, body::text AS body FROM shop.record_provider_unavailable(?, ?, ?, ?)},
         undef, $scope, $key, $fence, $detail);
     $self->emit(kind => 'phase', phase => 3, outcome => 'failed_retryable',
-                text => 'provider unreachable: key marked failed_retryable (recovery point kept) -> 503');
+                text => sprintf('provider unreachable (%s): key marked failed_retryable, recovery point kept -> 503',
+                                $detail));
     return response($failure->{status_code}, $failure->{body});
 }
 

@@ -24,6 +24,7 @@ sub load_file {
 sub create {
     my (%args) = @_;
     my $admin = connect_to('postgres');
+    $admin->do('SET client_min_messages = warning');
     for my $db (@args{qw(provider_db shop_db)}) {
         my $name = $admin->quote_identifier($db);
         $admin->do("DROP DATABASE IF EXISTS $name WITH (FORCE)");
@@ -43,7 +44,11 @@ sub create {
     $shop->do(sprintf('CREATE SERVER payment_provider FOREIGN DATA WRAPPER dblink_fdw '
                       . 'OPTIONS (host %s, port %s, dbname %s)',
                       map { $shop->quote($_) } $host, $port, $args{provider_db}));
-    $shop->do('CREATE USER MAPPING FOR CURRENT_USER SERVER payment_provider');
+    # Name the role: libpq inside the server would otherwise log in as the
+    # operating-system user the server runs as.
+    my ($role) = $shop->selectrow_array('SELECT current_user');
+    $shop->do(sprintf('CREATE USER MAPPING FOR CURRENT_USER SERVER payment_provider OPTIONS (user %s)',
+                      $shop->quote($role)));
     $shop->disconnect;
 }
 
