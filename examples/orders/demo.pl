@@ -27,7 +27,8 @@ my $stories = Orders::Scenarios->new(dsn => "dbi:Pg:dbname=$opt{shop_db}",
 print <<"INTRO";
 Databases: '$opt{shop_db}' (the orders API, with idem) and '$opt{provider_db}'
 (the payment provider, with its own idem), linked by dblink. Lock timeout $opt{lock_timeout}.
-Each attempt is served by a fresh API server process; a crash kills it on the spot.
+Each attempt is served by a fresh API server process; a crash kills it on the
+spot, a stall only pauses it.
 Recovery points: started -> order_created -> charge_created -> finished.
 INTRO
 

@@ -123,6 +123,15 @@ for my $s (@scenarios) {
               "twins: the other was told 409 processing_active (got @kinds)");
         is_eq($r->{twins}[1]{final}{body}, $r->{twins}[0]{final}{body}, 'twins: both got the same 201 body');
     }
+    if ($s->{stall_at}) {
+        my @takeovers = @{$r->{takeovers}};
+        is_eq(join(',', map { "$_->{claim}\@$_->{recovery_point}" } @takeovers),
+              "processing_stale\@$s->{resumes_at}", "$name: the retry took over at $s->{resumes_at}");
+        is_eq($r->{zombie}{code}, 409, "$name: the stalled server's late write was refused (409)");
+        check((grep { $_->{kind} eq 'superseded' && $_->{sqlstate} eq 'P4012' } @events) == 1,
+              "$name: refused by the fence (P4012)");
+        check($r->{zombie}{t} > $r->{final}{t}, "$name: the zombie woke after the retry had answered");
+    }
     if ($s->{provider_down}) {
         is_eq($r->{responses}[0]{code}, 503, 'provider_down: the first attempt answered 503');
         is_eq(join(',', map { "$_->{claim}\@$_->{recovery_point}" } @{$r->{takeovers}}),

@@ -22,7 +22,8 @@ sub body_for {
 
 # name, title, why (one line), key, body, and how the story goes:
 # crash_at / recover ('wait': the client honours Retry-After until the lock
-# times out; 'sweep': an operator runs idem.sweep_stale() first) / twins /
+# times out; 'sweep': an operator runs idem.sweep_stale() first) / stall_at
+# (the server only stalls there, and wakes after a retry took over) / twins /
 # provider_down / same_as (reuses an earlier scenario's key).
 our @ALL = (
     {name => 'happy', title => 'A request nothing interrupts', key => 'key-happy',
@@ -52,6 +53,10 @@ our @ALL = (
     {name => 'twins', title => 'Concurrent twins', key => 'key-twins',
      why => 'two copies of one request claim at the same instant',
      body => body_for(customer => 'cus_gus', amount_cents => 1999), twins => 1},
+    {name => 'zombie', title => 'A stalled server and the retry that takes over', key => 'key-zombie',
+     why => 'the first server is not dead, only slow; fencing stops its late write',
+     body => body_for(customer => 'cus_kim', amount_cents => 4200),
+     stall_at => 'after_charge', resumes_at => 'order_created', provider_replays => 1},
     {name => 'declined', title => 'A declined card', key => 'key-declined',
      why => 'a final failure: stored as 402, replayed as 402',
      body => body_for(customer => 'cus_hal', amount_cents => 5000, payment_method => 'pm_card_declined'),
@@ -109,6 +114,13 @@ sub after_crash {
                   . "'$after->{failure_code}', recovery point $after->{recovery_point} kept");
 }
 
+sub lock_seconds {
+    my ($self) = @_;
+    my ($seconds) = $self->{ledger}->shop->selectrow_array(
+        'SELECT extract(epoch FROM ?::interval)::float8', undef, $self->{lock_timeout});
+    return $seconds;
+}
+
 sub set_provider_port {
     my ($self, $port) = @_;
     my $shop = $self->{ledger}->shop;
@@ -121,7 +133,22 @@ sub run {
     my @timeline;
     my $started = time;
     my %result = (scenario => $s, timeline => \@timeline);
-    if ($s->{twins}) {
+    if ($s->{stall_at}) {
+        # The client gives up on the slow attempt once its lock has run out
+        # and retries; the stalled server wakes up only after the retry won.
+        my $seconds = $self->lock_seconds;
+        my $slow = $self->client(\@timeline, label => 'A');
+        my $attempt = $slow->start($SCOPE, $s->{key}, $s->{body},
+                                   stall_at => $s->{stall_at}, stall_for => $seconds + 1.5);
+        sleep($seconds + 0.3);
+        my $retry = $self->client(\@timeline, label => 'B');
+        event(\@timeline, who => 'client', tag => 'A1', kind => 'timeout',
+              text => 'no answer yet: the client times out and retries on another connection');
+        %result = (%result, %{$retry->request($SCOPE, $s->{key}, $s->{body})});
+        $result{zombie} = $slow->finish($attempt);
+        $slow->note(kind => 'answer', code => $result{zombie}{code}, t => $result{zombie}{t},
+                    text => "<- $result{zombie}{code} $result{zombie}{body} (to a client that stopped listening)");
+    } elsif ($s->{twins}) {
         my @clients = map { $self->client(\@timeline, label => $_) } qw(A B);
         my $at = time + 0.3;
         my @attempts = map { $_->start($SCOPE, $s->{key}, $s->{body}, start_at => $at) } @clients;
@@ -152,6 +179,7 @@ sub run {
             $result{again} = $again->{final};
         }
     }
+    @timeline = sort { $a->{t} <=> $b->{t} } @timeline;
     $result{seconds} = time - $started;
     $result{counts} = $self->{ledger}->counts_for_key($SCOPE, $s->{key});
     $result{key_state} = $self->{ledger}->key_state($SCOPE, $s->{key});

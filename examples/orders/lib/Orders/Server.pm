@@ -12,6 +12,7 @@ use warnings;
 use DBI;
 use JSON::PP;
 use POSIX ();
+use Time::HiRes ();
 
 # The boundaries the demo can crash at, in request order.
 our %CRASH_POINTS = (
@@ -25,7 +26,8 @@ our %CRASH_POINTS = (
 my $json = JSON::PP->new->canonical;
 
 # dsn, lock_timeout ('2 seconds'), emit (sub taking an event hash), crash_at
-# (a key of %CRASH_POINTS, or undef).
+# (a key of %CRASH_POINTS, or undef), stall_at (likewise) and stall_for
+# (seconds).
 sub new {
     my ($class, %args) = @_;
     return bless {%args}, $class;
@@ -38,6 +40,14 @@ sub emit {
 
 sub crash_if {
     my ($self, $here) = @_;
+    if (($self->{stall_at} // '') eq $here) {
+        # Not dead, only slow (a GC pause, a stuck network): the attempt
+        # goes on afterwards as if nothing happened - a zombie.
+        $self->emit(kind => 'stall', at => $here,
+                    text => "server stalls for $self->{stall_for} s $CRASH_POINTS{$here}");
+        Time::HiRes::sleep($self->{stall_for});
+        $self->emit(kind => 'wake', text => 'server wakes up and carries on with its old fence');
+    }
     return unless ($self->{crash_at} // '') eq $here;
     $self->emit(kind => 'crash', at => $here,
                 text => "CRASH: server process killed $CRASH_POINTS{$here}");
