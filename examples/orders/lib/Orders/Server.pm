@@ -7,6 +7,7 @@ package Orders::Server;
 # For the demo it can crash at a chosen boundary: the worker process exits on
 # the spot, without a goodbye to the server, exactly like a killed API server.
 # The database sees the connection drop and rolls back whatever was open.
+# Or it can stall there for a while and then carry on, like a zombie.
 use strict;
 use warnings;
 use DBI;
@@ -14,7 +15,7 @@ use JSON::PP;
 use POSIX ();
 use Time::HiRes ();
 
-# The boundaries the demo can crash at, in request order.
+# The boundaries the demo can crash or stall at, in request order.
 our %CRASH_POINTS = (
     after_claim           => 'after phase 1 (key claimed, nothing else done)',
     after_order           => 'after phase 2 (order committed, card not charged)',
@@ -38,7 +39,7 @@ sub emit {
     $self->{emit}->({%event, who => 'server'});
 }
 
-sub crash_if {
+sub at_boundary {
     my ($self, $here) = @_;
     if (($self->{stall_at} // '') eq $here) {
         # Not dead, only slow (a GC pause, a stuck network): the attempt
@@ -128,7 +129,7 @@ sub run {
     $self->emit(kind => 'claim', claim => $kind, fence => $fence, recovery_point => $point,
                 attempt => $claim->{attempt_count},
                 text => "claim -> $kind, fence $fence, attempt $claim->{attempt_count}, recovery point $point");
-    $self->crash_if('after_claim');
+    $self->at_boundary('after_claim');
     if ($point ne 'started') {
         $self->emit(kind => 'resume', recovery_point => $point,
                     text => "resuming at '$point': the phases before it already committed, they are skipped");
@@ -141,7 +142,7 @@ sub run {
             $point = 'order_created';
             $self->emit(kind => 'phase', phase => 2, order_id => $order_id,
                         text => "phase 2: order #$order_id + audit row + recovery point order_created, one commit");
-            $self->crash_if('after_order');
+            $self->at_boundary('after_order');
         }
         elsif ($point eq 'order_created') {
             my $charge = eval {
@@ -163,7 +164,7 @@ sub run {
                         text => sprintf('provider <- charge order #%d, key %.24s...: %s -> %s, %s',
                             $charge->{order_id}, $charge->{provider_key},
                             $charge->{provider_claim}, $what, $note));
-            $self->crash_if('after_charge');
+            $self->at_boundary('after_charge');
             if ($charge->{status_code} == 402) {
                 my $failure = $dbh->selectrow_hashref(
                     q{SELECT status_code, body::text AS body
@@ -180,14 +181,14 @@ sub run {
             $point = 'charge_created';
             $self->emit(kind => 'phase', phase => 3, charge_id => $body->{id},
                         text => "phase 3: charge $body->{id} on the order + recovery point charge_created, one commit");
-            $self->crash_if('after_charge_recorded');
+            $self->at_boundary('after_charge_recorded');
         }
         elsif ($point eq 'charge_created') {
             $dbh->begin_work;
             my ($job_id) = $dbh->selectrow_array('SELECT shop.stage_receipt(?, ?)', undef, $scope, $key);
             $self->emit(kind => 'stage', job_id => $job_id,
                         text => "phase 4: receipt job #$job_id staged (transaction still open)");
-            $self->crash_if('before_final_mark');
+            $self->at_boundary('before_final_mark');
             my $done = $dbh->selectrow_hashref(
                 'SELECT status_code, body::text AS body FROM shop.finish_order(?, ?, ?)',
                 undef, $scope, $key, $fence);
