@@ -110,12 +110,13 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   require_scope_and_key(fcinfo, &scope, &key, &name);
   text *request_hash = require_text(fcinfo, 2, sqlstate::request_hash_invalid,
                                     "request_hash", name);
+  TimestampTz now = GetCurrentTimestamp();
   Interval lock_timeout;
   Interval retention;
-  interval_or_setting(fcinfo, 4, "lock_timeout", settings.lock_timeout_ms, 1000, name,
+  interval_or_setting(fcinfo, 4, "lock_timeout", settings.lock_timeout_ms, 1000, now, name,
                       &lock_timeout);
   bool expires = interval_or_setting(fcinfo, 5, "retention", settings.retention_s,
-                                     USECS_PER_SEC, name, &retention);
+                                     USECS_PER_SEC, now, name, &retention);
 
   TupleDesc result_desc;
   if (get_call_result_type(fcinfo, nullptr, &result_desc) != TYPEFUNC_COMPOSITE)
@@ -130,7 +131,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   params[claim_request_hash] = PointerGetDatum(request_hash);
   params[claim_claimed_by] = PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3);
   nulls[claim_claimed_by] = PG_ARGISNULL(3) ? 'n' : ' ';
-  params[claim_now] = TimestampTzGetDatum(GetCurrentTimestamp());
+  params[claim_now] = TimestampTzGetDatum(now);
   params[claim_lock_timeout] = IntervalPGetDatum(&lock_timeout);
   params[claim_retention] = IntervalPGetDatum(&retention);
   nulls[claim_retention] = expires ? ' ' : 'n';
