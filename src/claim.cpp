@@ -6,6 +6,7 @@
 #include "keystore.hpp"
 #include "settings.hpp"
 #include "statements.hpp"
+#include "stats.hpp"
 
 namespace idem {
 
@@ -167,6 +168,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
       switch (pending) {
         case Action::reject_mismatch:
           SPI_finish();
+          stats::count(stats::Counter::request_mismatches);
           throw_key_error(sqlstate::request_mismatch,
                           "idempotency key was already used for a different request", name,
                           "Use a new idempotency key for a new request; a retry must send "
@@ -197,6 +199,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
     }
     HeapTuple result = form_claim(result_desc, caller_context, kind, row);
     SPI_finish();
+    stats::count_claim(kind);
     return HeapTupleGetDatum(result);
   }
   SPI_finish();

@@ -130,6 +130,38 @@ const char *const sweep_stale_sql =
     "WHERE r.scope OPERATOR(pg_catalog.=) stale.scope "
     "AND r.key OPERATOR(pg_catalog.=) stale.key";
 
+// The operator's by-key tools return the whole row (a composite), then the
+// status and fence the server log reports.
+const char *const lookup_key_sql =
+    "SELECT r, r.status::pg_catalog.text, r.fence FROM " TABLE " r WHERE " BY_KEY;
+
+// $3 force: only then may an in-flight key go.
+const char *const evict_key_sql =
+    "DELETE FROM " TABLE " AS r WHERE " BY_KEY
+    " AND (r.status OPERATOR(pg_catalog.<>) " STATUS("processing") " OR $3) "
+    "RETURNING r, r.status::pg_catalog.text, r.fence";
+
+// Makes the key count as expired at $4 (never later than it already was, and
+// still after created_at, which a CHECK demands). An in-flight key ($3 force)
+// is ended as the sweeper ends an expired one, failed_final/'expired', so the
+// next claim starts a new generation with a new fence.
+#define WHEN_PROCESSING "CASE WHEN r.status OPERATOR(pg_catalog.=) " STATUS("processing") " THEN "
+const char *const force_expire_key_sql =
+    "UPDATE " TABLE " AS r SET "
+    "status = " WHEN_PROCESSING STATUS("failed_final") " ELSE r.status END, "
+    "failure_code = " WHEN_PROCESSING "'expired'::pg_catalog.text ELSE r.failure_code END, "
+    "failure_message = " WHEN_PROCESSING
+    "'expired by idem.force_expire before its owner recorded an outcome'::pg_catalog.text "
+    "ELSE r.failure_message END, "
+    "locked_until = " WHEN_PROCESSING "NULL ELSE r.locked_until END, "
+    "finished_at = " WHEN_PROCESSING "$4 ELSE r.finished_at END, "
+    "updated_at = $4, "
+    "expires_at = LEAST(r.expires_at, GREATEST($4, r.created_at OPERATOR(pg_catalog.+) "
+    "'1 microsecond'::pg_catalog.interval)) "
+    "WHERE " BY_KEY " AND (r.status OPERATOR(pg_catalog.<>) " STATUS("processing") " OR $3) "
+    "RETURNING r, r.status::pg_catalog.text, r.fence";
+#undef WHEN_PROCESSING
+
 constexpr int max_params = 9;
 
 struct StatementSpec {
@@ -164,10 +196,14 @@ const StatementSpec specs[] = {
     {owner_fence_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {purge_expired_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE},
     {sweep_stale_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_UPDATE},
+    {lookup_key_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
+    {evict_key_sql, 3, {TEXTOID, TEXTOID, BOOLOID}, SPI_OK_DELETE_RETURNING},
+    {force_expire_key_sql, 4, {TEXTOID, TEXTOID, BOOLOID, TIMESTAMPTZOID},
+     SPI_OK_UPDATE_RETURNING},
 };
 
 constexpr int statement_count = sizeof specs / sizeof specs[0];
-static_assert(statement_count == static_cast<int>(Statement::sweep_stale) + 1,
+static_assert(statement_count == static_cast<int>(Statement::force_expire_key) + 1,
               "one spec per Statement");
 
 // Kept plans live for the backend's life; Postgres replans them by name

@@ -18,6 +18,9 @@ enum class Statement {
   owner_fence,              // why a completion matched no row
   purge_expired,
   sweep_stale,
+  lookup_key,        // the operator's tools (key_tools.cpp)
+  evict_key,
+  force_expire_key,
 };
 
 // Columns of the claim statements' result rows.
