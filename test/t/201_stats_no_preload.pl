@@ -78,7 +78,7 @@ is($node->safe_psql('postgres', q{SELECT new_claim FROM idem.stats WHERE datname
 # 64 databases have a row each; further ones share the overflow row (datid
 # NULL); a dropped database's row goes to the next new database.
 $node->safe_psql('template1', 'CREATE EXTENSION idem');
-$node->safe_psql('postgres', join("\n", map { "CREATE DATABASE d$_;" } 1 .. 66));
+$node->safe_psql('postgres', join("\n", map { "CREATE DATABASE d$_ STRATEGY = FILE_COPY;" } 1 .. 66));
 for my $i (1 .. 66) {
 	$node->safe_psql("d$i", q{SELECT idem.claim_idempotency_key('s', 'k', 'h')});
 }
@@ -88,7 +88,7 @@ is($node->safe_psql('postgres', 'SELECT new_claim FROM idem.stats WHERE datid IS
 	'3', 'the claims of d64..d66 are counted in the overflow row');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM idem.stats WHERE datname IN ('d64', 'd65', 'd66')}),
 	'0', 'the databases past the limit have no row');
-$node->safe_psql('postgres', 'DROP DATABASE d1; CREATE DATABASE d67;');
+$node->safe_psql('postgres', 'DROP DATABASE d1; CREATE DATABASE d67 STRATEGY = FILE_COPY;');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM idem.stats WHERE datid IS NOT NULL'),
 	'63', 'a dropped database leaves the view');
 $node->safe_psql('d67', q{SELECT idem.claim_idempotency_key('s', 'k', 'h')});
