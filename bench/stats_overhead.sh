@@ -26,12 +26,20 @@ mkdir -p "$WORK/counting" "$WORK/plain"
 [ "$(id -u)" -eq 0 ] && chown -R postgres "$WORK"
 export PATH="$PGBIN:$PATH"
 
+# Autovacuum off on both: a vacuum of one cluster's growing table during the
+# other's run would be measured as a difference between them.
+restart_with() {  # side settings...
+  local side=$1
+  shift
+  printf '%s\n' "$@" >>"$WORK/$side/data/postgresql.conf"
+  as_cluster_user "$PGBIN/pg_ctl" -D "$WORK/$side/data" -l "$WORK/$side/server.log" -w restart >/dev/null
+}
 start_cluster "$WORK/counting" 55611
 COUNTING=(-h "$PGHOST" -p "$PGPORT")
+restart_with counting "autovacuum = off"
 start_cluster "$WORK/plain" 55612
-echo "shared_preload_libraries = ''" >>"$WORK/plain/data/postgresql.conf"
-as_cluster_user "$PGBIN/pg_ctl" -D "$WORK/plain/data" -l "$WORK/plain/server.log" -w restart >/dev/null
 PLAIN=(-h "$PGHOST" -p "$PGPORT")
+restart_with plain "autovacuum = off" "shared_preload_libraries = ''"
 
 cat >"$WORK/lifecycle.sql" <<'SQL'
 \set r random(1, 9000000000000000000)
