@@ -10,24 +10,28 @@ namespace idem {
 
 namespace {
 
-Datum run_batch(FunctionCallInfo fcinfo, Statement statement, stats::Counter rows_counter) {
+Datum run_batch(FunctionCallInfo fcinfo, Statement statement) {
   int32 limit = require_batch_limit(fcinfo, 0);
   Datum params[2] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit)};
   if (SPI_connect() != SPI_OK_CONNECT) throw Error(sqlstate::internal, "SPI_connect failed");
   uint64 rows = execute_statement(statement, params, nullptr);
   SPI_finish();
-  stats::count(rows_counter, rows);
   return Int64GetDatum(static_cast<int64>(rows));
 }
 
 }  // namespace
 
+// The worker's batches are counted once per round (stats::count_worker_round).
 Datum purge_expired(FunctionCallInfo fcinfo) {
-  return run_batch(fcinfo, Statement::purge_expired, stats::Counter::rows_purged);
+  Datum rows = run_batch(fcinfo, Statement::purge_expired);
+  stats::count(stats::Counter::rows_purged, static_cast<uint64>(DatumGetInt64(rows)));
+  return rows;
 }
 
 Datum sweep_stale(FunctionCallInfo fcinfo) {
-  return run_batch(fcinfo, Statement::sweep_stale, stats::Counter::rows_swept);
+  Datum rows = run_batch(fcinfo, Statement::sweep_stale);
+  stats::count(stats::Counter::rows_swept, static_cast<uint64>(DatumGetInt64(rows)));
+  return rows;
 }
 
 }  // namespace idem

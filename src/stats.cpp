@@ -127,8 +127,10 @@ void count_slow(Counter counter, uint64 amount) {
   pg_atomic_fetch_add_u64(&this_database->counters[static_cast<int>(counter)], amount);
 }
 
-void count_worker_round(TimestampTz round_end) {
+void count_worker_round(uint64 rows_swept, uint64 rows_purged, TimestampTz round_end) {
   count(Counter::worker_rounds);
+  if (rows_swept != 0) count(Counter::rows_swept, rows_swept);
+  if (rows_purged != 0) count(Counter::rows_purged, rows_purged);
   if (this_database != nullptr)
     pg_atomic_write_u64(&this_database->last_worker_round, static_cast<uint64>(round_end));
 }
@@ -148,14 +150,14 @@ DatabaseCounters *overflow_row() { return shared == nullptr ? nullptr : &shared-
 
 extern "C" {
 
-static void idem_shmem_request(void) {
+static void idem_stats_shmem_request(void) {
   idem::run_guarded([]() -> Datum {
     idem::stats::request_shared_space();
     return 0;
   });
 }
 
-static void idem_shmem_startup(void) {
+static void idem_stats_shmem_startup(void) {
   idem::run_guarded([]() -> Datum {
     idem::stats::startup_shared_memory();
     return 0;
@@ -169,9 +171,9 @@ namespace stats {
 void request_shared_memory() {
   if (!process_shared_preload_libraries_in_progress) return;
   previous_shmem_request_hook = shmem_request_hook;
-  shmem_request_hook = idem_shmem_request;
+  shmem_request_hook = idem_stats_shmem_request;
   previous_shmem_startup_hook = shmem_startup_hook;
-  shmem_startup_hook = idem_shmem_startup;
+  shmem_startup_hook = idem_stats_shmem_startup;
 }
 
 }  // namespace stats

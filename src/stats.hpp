@@ -73,9 +73,11 @@ inline void count(Counter counter, uint64 amount = 1) {
 
 inline void count_claim(ClaimKind kind) { count(static_cast<Counter>(static_cast<int>(kind))); }
 
-// For the background worker: one round done in the database this process is
-// connected to, finished at round_end.
-void count_worker_round(TimestampTz round_end);
+// For the background worker, once per round, in the database it is connected
+// to: the round, the rows its batches swept and purged (which it does not
+// count through sweep_stale()/purge_expired(), so this is their only count),
+// and when it ended.
+void count_worker_round(uint64 rows_swept, uint64 rows_purged, TimestampTz round_end);
 
 // Called from _PG_init: requests shared memory and chains the hooks, only
 // while shared_preload_libraries is being processed.
