@@ -303,3 +303,25 @@ FROM PUBLIC;
 REVOKE ALL ON TABLE idem.stats, idem.key_health, idem.key_summary FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idem.stats_counters() TO pg_monitor;
 GRANT SELECT ON TABLE idem.stats, idem.key_health, idem.key_summary TO pg_monitor;
+
+-- ==== worker: the background worker's last round, per database ====
+-- One row per database of idem.database. Needs idem in
+-- shared_preload_libraries (SQLSTATE 55000 otherwise). Operators only: like
+-- purge and sweep, nothing here is granted to PUBLIC.
+CREATE FUNCTION idem.worker_status(
+    OUT database name, OUT pid integer, OUT state text,
+    OUT last_round_start timestamptz, OUT last_round_end timestamptz,
+    OUT last_round_swept bigint, OUT last_round_purged bigint,
+    OUT total_rounds bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_worker_status'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+CREATE VIEW idem.worker_status AS SELECT * FROM idem.worker_status();
+
+COMMENT ON VIEW idem.worker_status IS
+    'What the idem background worker of each database of idem.database is doing, and what its last round did.';
+
+REVOKE ALL ON FUNCTION idem.worker_status() FROM PUBLIC;
+REVOKE ALL ON TABLE idem.worker_status FROM PUBLIC;
+-- ==== end worker ====

@@ -3,6 +3,7 @@
 #include "guard.hpp"
 #include "hashing.hpp"
 #include "keystore.hpp"
+#include "worker_status.hpp"
 
 namespace {
 
@@ -40,4 +41,5 @@ IDEM_SQL_FUNCTION(purge_expired, idem::purge_expired)
 IDEM_SQL_FUNCTION(sweep_stale, idem::sweep_stale)
 IDEM_SQL_FUNCTION(request_hash_jsonb, request_hash_jsonb)
 IDEM_SQL_FUNCTION(request_hash_bytea, request_hash_bytea)
+IDEM_SQL_FUNCTION(worker_status, idem::worker_status)
 }
