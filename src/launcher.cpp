@@ -19,8 +19,10 @@
 #include "worker_status.hpp"
 
 extern "C" {
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "catalog/pg_database.h"
-#include "commands/dbcommands.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -28,6 +30,7 @@ extern "C" {
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
+#include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 }
 
@@ -60,19 +63,27 @@ void fill_worker_common(BackgroundWorker *worker) {
   strlcpy(worker->bgw_library_name, "idem", BGW_MAXLEN);
 }
 
+// A plain heap scan of pg_database: with no database selected, the launcher
+// may read shared catalogs but not through their indexes (which would need
+// pg_class), as the autovacuum launcher does.
 DatabaseAvailability database_availability(const char *name) {
   DatabaseAvailability result = DatabaseAvailability::missing;
+  SetCurrentStatementStartTimestamp();
   StartTransactionCommand();
-  Oid oid = get_database_oid(name, true);
-  if (OidIsValid(oid)) {
-    HeapTuple tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(oid));
-    if (HeapTupleIsValid(tuple)) {
-      bool allows = reinterpret_cast<Form_pg_database>(GETSTRUCT(tuple))->datallowconn;
-      result = allows ? DatabaseAvailability::available
-                      : DatabaseAvailability::refuses_connections;
-      ReleaseSysCache(tuple);
-    }
+  PushActiveSnapshot(GetTransactionSnapshot());
+  Relation pg_database = table_open(DatabaseRelationId, AccessShareLock);
+  TableScanDesc scan = table_beginscan_catalog(pg_database, 0, nullptr);
+  HeapTuple tuple;
+  while ((tuple = heap_getnext(scan, ForwardScanDirection)) != nullptr) {
+    Form_pg_database database = reinterpret_cast<Form_pg_database>(GETSTRUCT(tuple));
+    if (strcmp(NameStr(database->datname), name) != 0) continue;
+    result = database->datallowconn ? DatabaseAvailability::available
+                                    : DatabaseAvailability::refuses_connections;
+    break;
   }
+  table_endscan(scan);
+  table_close(pg_database, AccessShareLock);
+  PopActiveSnapshot();
   CommitTransactionCommand();
   return result;
 }
