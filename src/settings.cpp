@@ -94,11 +94,14 @@ bool check_database_list(char **value, void **, GucSource) {
 }  // namespace
 
 void define_worker_settings() {
-  DefineCustomStringVariable(
-      "idem.database", "Databases the idem background worker maintains.",
-      "A comma-separated list; one worker process per database. Needs a restart.",
-      &worker_settings.databases, "postgres", PGC_POSTMASTER, GUC_LIST_INPUT,
-      check_database_list, nullptr, nullptr);
+  // Postgres refuses to define a PGC_POSTMASTER setting after startup (FATAL),
+  // and without the preload there is no worker to configure anyway.
+  if (process_shared_preload_libraries_in_progress)
+    DefineCustomStringVariable(
+        "idem.database", "Databases the idem background worker maintains.",
+        "A comma-separated list; one worker process per database. Needs a restart.",
+        &worker_settings.databases, "postgres", PGC_POSTMASTER, GUC_LIST_INPUT,
+        check_database_list, nullptr, nullptr);
   DefineCustomIntVariable(
       "idem.naptime", "Time between two maintenance rounds of the idem worker.", nullptr,
       &worker_settings.naptime_s, 60, 1, INT_MAX / 1000, PGC_SIGHUP, GUC_UNIT_S, nullptr,

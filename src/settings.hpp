@@ -32,7 +32,8 @@ extern WorkerSettings worker_settings;
 constexpr int max_worker_databases = 32;
 
 // Defines the worker settings; called from _PG_init whether or not idem is
-// preloaded, so SHOW and ALTER SYSTEM know them everywhere.
+// preloaded. idem.database (a restart-only setting) exists only when idem is
+// preloaded: Postgres cannot define one later.
 void define_worker_settings();
 
 // Splits idem.database into names[] (each NUL-terminated, truncated like any
