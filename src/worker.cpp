@@ -143,7 +143,7 @@ int64 run_batch_transaction(Statement statement, int32 limit, const char *activi
 
 // Batch after batch while batches come back full, yielding to SIGTERM (and
 // to a reload that disables the worker) between two batches. Returns false
-// when the extension vanished.
+// when the round must stop: the extension vanished or the worker was disabled.
 bool drain(Statement statement, uint64 *total, const char *activity) {
   for (;;) {
     int32 limit = worker_settings.batch_size;
@@ -153,7 +153,8 @@ bool drain(Statement statement, uint64 *total, const char *activity) {
     round_totals.batches += 1;
     CHECK_FOR_INTERRUPTS();
     reload_settings_if_requested();
-    if (rows < limit || !worker_settings.enabled) return true;
+    if (!worker_settings.enabled) return false;
+    if (rows < limit) return true;
   }
 }
 
