@@ -3,7 +3,7 @@
 //
 // Error handling: the main loop keeps only trivially destructible locals and
 // catches Postgres errors per round with PG_TRY, so a failed round (a
-// statement_timeout set on the database, a lock it could not get, a bug) is
+// lock_timeout set on the database, a user trigger that raises, a bug) is
 // logged once, rolled back, and retried after the next naptime; the process
 // lives on and never turns an error into a restart loop. C++ exceptions from
 // the shared batch code are turned into Postgres errors by run_guarded inside
@@ -158,11 +158,21 @@ bool drain(Statement statement, uint64 *total, const char *activity) {
   }
 }
 
+// Names the database in the CONTEXT line of any error a round raises.
+void round_error_context(void *) {
+  errcontext("idem worker round in database \"%s\"", my_database);
+}
+
 void run_round() {
   TimestampTz start = GetCurrentTimestamp();
   record_round_start(my_index, start);
   round_totals = RoundTotals{0, 0, 0};
   MemoryContext round_context = CurrentMemoryContext;
+  ErrorContextCallback error_context;
+  error_context.callback = round_error_context;
+  error_context.arg = nullptr;
+  error_context.previous = error_context_stack;
+  error_context_stack = &error_context;
   PG_TRY();
   {
     if (drain(Statement::sweep_stale, &round_totals.swept, "idem: sweeping stale keys"))
@@ -179,6 +189,7 @@ void run_round() {
     RESUME_INTERRUPTS();
   }
   PG_END_TRY();
+  error_context_stack = error_context.previous;
   MemoryContextSwitchTo(round_context);
 
   TimestampTz end = GetCurrentTimestamp();

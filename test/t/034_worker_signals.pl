@@ -113,5 +113,29 @@ is( $node->safe_psql(
 		'postgres', q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idem worker'}),
 	'1', 'exactly one worker for the database');
 
+# --- A round that fails is logged, rolled back and retried; the process
+# lives on. A trigger makes every purge fail until it is dropped.
+$pid = worker_pid();
+my $offset = -s $node->logfile;
+$node->safe_psql('postgres', q{
+CREATE FUNCTION refuse_delete() RETURNS trigger LANGUAGE plpgsql AS
+  $$BEGIN RAISE EXCEPTION 'deletes are refused today'; END$$;
+CREATE TRIGGER refuse_delete BEFORE DELETE ON idem.idempotency_request
+  FOR EACH ROW EXECUTE FUNCTION refuse_delete();
+INSERT INTO idem.idempotency_request (scope, key, request_hash, status, recovery_point, fence,
+    claimed_at, created_at, updated_at, finished_at, expires_at, response_code)
+VALUES ('old', 'x', 'h', 'succeeded', 'finished', nextval('idem.fence_seq'),
+    now() - interval '2 days', now() - interval '2 days', now() - interval '2 days',
+    now() - interval '2 days', now() - interval '1 day', 200);
+});
+ok($node->wait_for_log(qr/ERROR:  deletes are refused today/, $offset),
+	'the failed round logged its error');
+ok($node->log_contains(qr/CONTEXT: .*idem worker round in database "postgres"/s, $offset),
+	'naming the database');
+$node->safe_psql('postgres', 'DROP TRIGGER refuse_delete ON idem.idempotency_request');
+ok($node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM idem.idempotency_request'),
+	'a later round purged the row');
+is(worker_pid(), $pid, 'with the same worker process');
+
 $node->stop;
 done_testing();
