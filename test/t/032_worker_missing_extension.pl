@@ -76,9 +76,25 @@ is( $node->safe_psql(
 	'2', 'one worker per database of idem.database');
 unlike(slurp_file($node->logfile, $offset), qr/ERROR|FATAL/, 'no errors at all');
 
+# Binary upgrade (pg_upgrade starts the server with -b): the launcher starts
+# no worker and says so in worker_status.
+$node->stop;
+command_ok([ 'pg_ctl', '-D', $node->data_dir, '-l', $node->logfile, '-o', '-b', '-w', 'start' ],
+	'server started in binary upgrade mode');
+ok( $node->poll_query_until(
+		'appdb', q{
+SELECT bool_and(state = 'binary upgrade' AND pid IS NULL) FROM idem.worker_status}),
+	'binary upgrade: every database shows state "binary upgrade", no worker');
+sleep 1;
+is( $node->safe_psql(
+		'appdb', q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idem worker'}),
+	'0', 'binary upgrade: no worker process');
+command_ok([ 'pg_ctl', '-D', $node->data_dir, '-m', 'fast', '-w', 'stop' ],
+	'binary upgrade server stopped');
+
 # Without the preload: no worker, no status, but the functions work.
 $node->adjust_conf('postgresql.conf', 'shared_preload_libraries', "''");
-$node->restart;
+$node->start;
 is( $node->safe_psql(
 		'postgres', q{SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'idem%'}),
 	'0', 'not preloaded: no idem processes');
