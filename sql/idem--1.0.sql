@@ -306,8 +306,8 @@ GRANT SELECT ON TABLE idem.stats, idem.key_health, idem.key_summary TO pg_monito
 
 -- ==== worker: the background worker's last round, per database ====
 -- One row per database of idem.database. Needs idem in
--- shared_preload_libraries (SQLSTATE 55000 otherwise). Operators only: like
--- purge and sweep, nothing here is granted to PUBLIC.
+-- shared_preload_libraries (SQLSTATE 55000 otherwise). Nothing for PUBLIC;
+-- monitoring (pg_monitor) may read it, like idem.stats.
 CREATE FUNCTION idem.worker_status(
     OUT database name, OUT pid integer, OUT state text,
     OUT last_round_start timestamptz, OUT last_round_end timestamptz,
@@ -324,4 +324,6 @@ COMMENT ON VIEW idem.worker_status IS
 
 REVOKE ALL ON FUNCTION idem.worker_status() FROM PUBLIC;
 REVOKE ALL ON TABLE idem.worker_status FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.worker_status() TO pg_monitor;
+GRANT SELECT ON TABLE idem.worker_status TO pg_monitor;
 -- ==== end worker ====

@@ -11,6 +11,7 @@
 #include "guard.hpp"
 #include "maintenance.hpp"
 #include "settings.hpp"
+#include "stats.hpp"
 #include "worker.hpp"
 #include "worker_status.hpp"
 
@@ -203,8 +204,9 @@ void run_round() {
                          round_totals.batches)));
   }
   // ==== stats: the single call site where a worker round completes. ====
-  // The lead wires idem::stats here (swept, purged, start, end); nothing else
-  // in the worker needs to change.
+  // The worker's rows are counted here only: it does not go through the SQL
+  // wrappers sweep_stale()/purge_expired(), which count their own.
+  stats::count_worker_round(round_totals.swept, round_totals.purged, end);
   pgstat_report_stat(true);
 }
 
