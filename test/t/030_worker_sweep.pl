@@ -80,6 +80,11 @@ like($state, qr/^(idle|working)$/, "worker_status shows the worker at work ($sta
 ok($rounds >= 2, "worker_status counts its rounds ($rounds)");
 ok( $node->log_contains(qr/idem worker for database "postgres": swept 1 stale keys, purged 0 expired keys in [0-9.]+ ms/),
 	'a round that swept logged what it did');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT worker_rounds >= 2 AND rows_swept = 2 AND rows_purged = 1 AND last_worker_round IS NOT NULL
+FROM idem.stats WHERE datname = 'postgres'}),
+	't', 'its rounds and rows are counted in idem.stats');
 ok(!$node->log_contains(qr/ERROR|FATAL/), 'no error in the server log');
 
 $node->stop;
