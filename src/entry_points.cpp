@@ -26,12 +26,6 @@ Datum request_hash_bytea(FunctionCallInfo fcinfo) {
 
 }  // namespace
 
-#define IDEM_SQL_FUNCTION(sql_name, body)                                         \
-  PG_FUNCTION_INFO_V1(idem_##sql_name);                                           \
-  Datum idem_##sql_name(PG_FUNCTION_ARGS) {                                       \
-    return idem::run_guarded([fcinfo]() -> Datum { return body(fcinfo); });      \
-  }
-
 extern "C" {
 IDEM_SQL_FUNCTION(claim_idempotency_key, idem::claim_idempotency_key)
 IDEM_SQL_FUNCTION(mark_succeeded, idem::mark_succeeded)

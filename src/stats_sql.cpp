@@ -79,16 +79,10 @@ Datum stats_reset(FunctionCallInfo fcinfo) {
 
 }  // namespace idem
 
-#define IDEM_OPERATOR_FUNCTION(sql_name, body)                                    \
-  PG_FUNCTION_INFO_V1(idem_##sql_name);                                           \
-  Datum idem_##sql_name(PG_FUNCTION_ARGS) {                                       \
-    return idem::run_guarded([fcinfo]() -> Datum { return body(fcinfo); });      \
-  }
-
 extern "C" {
-IDEM_OPERATOR_FUNCTION(stats_counters, idem::stats_counters)
-IDEM_OPERATOR_FUNCTION(stats_reset, idem::stats_reset)
-IDEM_OPERATOR_FUNCTION(lookup, idem::lookup_key)
-IDEM_OPERATOR_FUNCTION(evict, idem::evict_key)
-IDEM_OPERATOR_FUNCTION(force_expire, idem::force_expire_key)
+IDEM_SQL_FUNCTION(stats_counters, idem::stats_counters)
+IDEM_SQL_FUNCTION(stats_reset, idem::stats_reset)
+IDEM_SQL_FUNCTION(lookup, idem::lookup_key)
+IDEM_SQL_FUNCTION(evict, idem::evict_key)
+IDEM_SQL_FUNCTION(force_expire, idem::force_expire_key)
 }
