@@ -33,6 +33,22 @@ sub wait_until_up {
 	  or die 'the server did not come back';
 }
 
+# A backend to kill, preferring one in the middle of something (a claim, or
+# between the effect and COMMIT) over an idle one. A query refused because
+# the server is still recovering from the previous fault is asked again.
+sub pick_backend {
+	for (1 .. 100) {
+		my ($ret, $pid) = $node->psql('proof', q{
+			SELECT pid FROM pg_stat_activity
+			 WHERE datname = 'proof' AND backend_type = 'client backend'
+			   AND pid <> pg_backend_pid()
+			 ORDER BY state = 'idle', random() LIMIT 1});
+		return $pid if $ret == 0;
+		Time::HiRes::sleep(0.2);
+	}
+	die 'could not look up a backend to kill';
+}
+
 # The injected faults, at random moments of the first 80% of the run.
 my @killed;
 my $stops_done = 0;
@@ -41,17 +57,21 @@ sub inject_faults {
 	my @stop_at = map { $t0 + (0.5 + 0.3 * $_ / $server_stops) * $duration + rand(1) } 0 .. $server_stops - 1;
 	for my $at (@kill_at) {
 		Time::HiRes::sleep($at - now()) if $at > now();
-		# Prefer a backend in the middle of something (a claim, or between
-		# the effect and COMMIT) over an idle one.
-		my $pid = $node->safe_psql('proof', q{
-			SELECT pid FROM pg_stat_activity
-			 WHERE datname = 'proof' AND backend_type = 'client backend'
-			   AND pid <> pg_backend_pid()
-			 ORDER BY state = 'idle', random() LIMIT 1});
-		next unless $pid;
-		kill 'KILL', $pid or die "kill $pid: $!";
+		my $log_offset = -s $node->logfile;
+		my $pid;
+		# The backend picked may end (its client reconnecting) before the kill.
+		for (1 .. 50) {
+			$pid = pick_backend();
+			last if $pid && kill('KILL', $pid);
+			undef $pid;
+			Time::HiRes::sleep(0.05);
+		}
+		die 'no backend could be killed' unless $pid;
 		push @killed, $pid;
-		Time::HiRes::sleep(0.3);
+		# Wait for the postmaster to notice and restart every backend before
+		# looking again: on a loaded machine a poll right after the kill can
+		# still reach the old server and the next one land in recovery.
+		$node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset);
 		wait_until_up();
 	}
 	for my $at (@stop_at) {
