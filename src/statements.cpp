@@ -37,21 +37,19 @@ namespace {
 const char *const observe_sql =
     "SELECT false, " CLAIM_ROW_COLUMNS " FROM " TABLE " r WHERE " BY_KEY;
 
-// Observes the row; inserts one only when there is none. The INSERT's SELECT
-// is gated by NOT EXISTS, so an existing key draws no fence, takes no lock and
-// no transaction id: a replay writes nothing.
-const char *const observe_or_insert_sql =
-    "WITH existing AS (SELECT false AS inserted, " CLAIM_ROW_COLUMNS
-    " FROM " TABLE " r WHERE " BY_KEY "), "
-    "inserted AS (INSERT INTO " TABLE " AS r (scope, key, request_hash, status, "
+// Runs only after claim_observe found no row, so a replay never starts an
+// INSERT executor, draws no fence, takes no lock and no transaction id. A
+// concurrent claim that inserted first makes it return nothing (DO NOTHING,
+// after waiting for that claim to commit or roll back), and the claim looks
+// again.
+const char *const insert_sql =
+    "INSERT INTO " TABLE " AS r (scope, key, request_hash, status, "
     "recovery_point, fence, attempt_count, claimed_by, claimed_at, locked_until, "
     "created_at, updated_at, expires_at) "
-    "SELECT $1, $2, $3, " STATUS("processing") ", 'started', " NEXT_FENCE ", 1, $4, $5, "
-    CLAIM_LOCKED_UNTIL ", $5, $5, " CLAIM_EXPIRES_AT
-    " WHERE NOT EXISTS (SELECT FROM existing) "
+    "VALUES ($1, $2, $3, " STATUS("processing") ", 'started', " NEXT_FENCE ", 1, $4, $5, "
+    CLAIM_LOCKED_UNTIL ", $5, $5, " CLAIM_EXPIRES_AT ") "
     "ON CONFLICT (scope, key) DO NOTHING "
-    "RETURNING true, " CLAIM_ROW_COLUMNS ") "
-    "SELECT * FROM inserted UNION ALL SELECT * FROM existing";
+    "RETURNING true, " CLAIM_ROW_COLUMNS;
 
 // Compare-and-swap on what the claim observed ($8 fence, $9 status): if
 // anyone changed the row since, nothing matches and the claim looks again.
@@ -105,18 +103,20 @@ const char *const owner_fence_sql =
     "SELECT r.fence, r.status::pg_catalog.text FROM " TABLE " r WHERE " BY_KEY;
 
 // Oldest first, never an in-flight row, never a row a live transaction holds.
+// The batch is addressed by the ctids its own FOR UPDATE locked (they cannot
+// move before this statement ends): a TID scan, where joining back on the key
+// made the planner hash the whole table for every batch.
 const char *const purge_expired_sql =
-    "WITH doomed AS (SELECT d.scope, d.key FROM " TABLE " d "
+    "WITH doomed AS (SELECT d.ctid AS tid FROM " TABLE " d "
     "WHERE d.status OPERATOR(pg_catalog.<>) " STATUS("processing")
     " AND d.expires_at OPERATOR(pg_catalog.<=) $1 "
     "ORDER BY d.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) "
-    "DELETE FROM " TABLE " r USING doomed "
-    "WHERE r.scope OPERATOR(pg_catalog.=) doomed.scope "
-    "AND r.key OPERATOR(pg_catalog.=) doomed.key";
+    "DELETE FROM " TABLE " r "
+    "WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed))";
 
 // Fence and recovery point stay: the next claim resumes where the zombie was.
 const char *const sweep_stale_sql =
-    "WITH stale AS (SELECT s.scope, s.key FROM " TABLE " s "
+    "WITH stale AS (SELECT s.ctid AS tid FROM " TABLE " s "
     "WHERE s.status OPERATOR(pg_catalog.=) " STATUS("processing")
     " AND s.locked_until OPERATOR(pg_catalog.<=) $1 "
     "ORDER BY s.locked_until LIMIT $2 FOR UPDATE SKIP LOCKED) "
@@ -126,9 +126,8 @@ const char *const sweep_stale_sql =
     "failure_code = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "
     "'expired' ELSE 'abandoned' END, "
     "failure_message = 'the owner recorded no outcome before its lock expired', "
-    "locked_until = NULL, finished_at = $1, updated_at = $1 FROM stale "
-    "WHERE r.scope OPERATOR(pg_catalog.=) stale.scope "
-    "AND r.key OPERATOR(pg_catalog.=) stale.key";
+    "locked_until = NULL, finished_at = $1, updated_at = $1 "
+    "WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT stale.tid FROM stale))";
 
 // The operator's by-key tools return the whole row (a composite), then the
 // status and fence the server log reports.
@@ -162,6 +161,7 @@ const char *const force_expire_key_sql =
     "RETURNING r, r.status::pg_catalog.text, r.fence";
 #undef WHEN_PROCESSING
 
+
 constexpr int max_params = 9;
 
 struct StatementSpec {
@@ -173,9 +173,9 @@ struct StatementSpec {
 
 const StatementSpec specs[] = {
     // claim_* share one parameter list (ClaimParam)
-    {observe_or_insert_sql, claim_param_count,
+    {insert_sql, claim_param_count,
      {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
-     SPI_OK_SELECT},
+     SPI_OK_INSERT_RETURNING},
     {observe_sql, claim_param_count,
      {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
      SPI_OK_SELECT},
