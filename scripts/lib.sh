@@ -4,7 +4,8 @@
 PG_MAJOR=15
 PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-pgtap
-  libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3)
+  libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3
+  libdbd-pg-perl)
 
 say() { printf '==> %s\n' "$*"; }
 

@@ -165,3 +165,165 @@ REVOKE ALL ON FUNCTION
 FROM PUBLIC;
 GRANT USAGE ON SCHEMA idem TO PUBLIC;
 GRANT EXECUTE ON FUNCTION idem.request_hash(jsonb), idem.request_hash(bytea) TO PUBLIC;
+
+-- ==== stats: live counters, key-store views and by-key tools (readme/stats.md) ====
+
+-- The counters in shared memory, one row per database (datid NULL: databases
+-- past the 64th, counted together). Raises 55000 when idem was not preloaded.
+CREATE FUNCTION idem.stats_counters(
+    OUT datid oid,
+    OUT new_claim bigint,
+    OUT replay_success bigint,
+    OUT processing_active bigint,
+    OUT processing_stale bigint,
+    OUT retryable_failure bigint,
+    OUT final_failure bigint,
+    OUT request_mismatches bigint,
+    OUT stale_fences bigint,
+    OUT marked_succeeded bigint,
+    OUT marked_failed_retryable bigint,
+    OUT marked_failed_final bigint,
+    OUT recovery_points_set bigint,
+    OUT rows_swept bigint,
+    OUT rows_purged bigint,
+    OUT worker_rounds bigint,
+    OUT last_worker_round timestamptz,
+    OUT stats_reset timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_stats_counters'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+-- Rows of dropped databases are left out (their row is recycled when needed).
+CREATE VIEW idem.stats AS
+SELECT s.datid, d.datname,
+       s.new_claim, s.replay_success, s.processing_active, s.processing_stale,
+       s.retryable_failure, s.final_failure, s.request_mismatches, s.stale_fences,
+       s.marked_succeeded, s.marked_failed_retryable, s.marked_failed_final,
+       s.recovery_points_set, s.rows_swept, s.rows_purged,
+       s.worker_rounds, s.last_worker_round, s.stats_reset
+  FROM idem.stats_counters() s
+  LEFT JOIN pg_catalog.pg_database d ON d.oid = s.datid
+ WHERE s.datid IS NULL OR d.oid IS NOT NULL;
+
+COMMENT ON VIEW idem.stats IS
+    'idem''s counters since stats_reset, one row per database; needs shared_preload_libraries = ''idem''.';
+
+-- Resets this database's counters, or every database's.
+CREATE FUNCTION idem.stats_reset(all_databases boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_stats_reset'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- What needs attention, per scope, from the two partial indexes only, so its
+-- cost follows the number of in-flight and expired keys, never the table's
+-- size: in-flight keys (sweep index), the oldest one's age, the stuck ones
+-- whose lock has run out and that nobody swept or took over yet, and finished
+-- keys past expires_at that the purger has not deleted yet (purge index).
+CREATE VIEW idem.key_health AS
+WITH in_flight AS (
+    SELECT r.scope,
+           count(*) AS processing,
+           count(*) FILTER (WHERE r.locked_until <= now()) AS stuck,
+           now() - min(r.claimed_at) AS oldest_processing_age
+      FROM idem.idempotency_request r
+     WHERE r.status = 'processing'
+     GROUP BY r.scope),
+awaiting_purge AS (
+    SELECT r.scope,
+           count(*) AS expired_unpurged,
+           now() - min(r.expires_at) AS oldest_expired_age
+      FROM idem.idempotency_request r
+     WHERE r.status <> 'processing' AND r.expires_at <= now()
+     GROUP BY r.scope)
+SELECT coalesce(f.scope, p.scope) AS scope,
+       coalesce(f.processing, 0) AS processing,
+       coalesce(f.stuck, 0) AS stuck,
+       f.oldest_processing_age,
+       coalesce(p.expired_unpurged, 0) AS expired_unpurged,
+       p.oldest_expired_age
+  FROM in_flight f FULL JOIN awaiting_purge p ON p.scope = f.scope;
+
+COMMENT ON VIEW idem.key_health IS
+    'Per scope: in-flight, stuck and expired-but-unpurged keys; reads only the partial indexes.';
+
+-- The whole picture per scope: rows by status (one pass over the table; its
+-- cost grows with the table, so query it by hand, scrape key_health), with
+-- key_health's columns beside them.
+CREATE VIEW idem.key_summary AS
+WITH by_status AS (
+    SELECT r.scope,
+           count(*) AS total,
+           count(*) FILTER (WHERE r.status = 'processing') AS processing,
+           count(*) FILTER (WHERE r.status = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE r.status = 'failed_retryable') AS failed_retryable,
+           count(*) FILTER (WHERE r.status = 'failed_final') AS failed_final
+      FROM idem.idempotency_request r
+     GROUP BY r.scope)
+SELECT s.scope, s.total, s.processing, s.succeeded, s.failed_retryable, s.failed_final,
+       coalesce(h.stuck, 0) AS stuck,
+       h.oldest_processing_age,
+       coalesce(h.expired_unpurged, 0) AS expired_unpurged,
+       h.oldest_expired_age
+  FROM by_status s LEFT JOIN idem.key_health h ON h.scope = s.scope;
+
+COMMENT ON VIEW idem.key_summary IS
+    'Per scope: rows by status plus key_health''s columns; reads the whole table.';
+
+-- The by-key tools for operators and support engineers. SECURITY DEFINER, as
+-- the key-store functions are; each use is logged with the session user, the
+-- role in effect and application_name.
+CREATE FUNCTION idem.lookup(scope text, key text)
+RETURNS SETOF idem.idempotency_request
+AS 'MODULE_PATHNAME', 'idem_lookup'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 1;
+
+-- Deletes a key so a client may reuse it; an in-flight key only with force.
+CREATE FUNCTION idem.evict(scope text, key text, force boolean DEFAULT false)
+RETURNS idem.idempotency_request
+AS 'MODULE_PATHNAME', 'idem_evict'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
+
+-- Makes a key count as expired now, so the next claim starts it afresh; an
+-- in-flight key only with force (it then ends failed_final/'expired').
+CREATE FUNCTION idem.force_expire(scope text, key text, force boolean DEFAULT false)
+RETURNS idem.idempotency_request
+AS 'MODULE_PATHNAME', 'idem_force_expire'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
+
+-- Nothing for PUBLIC. Monitoring (members of pg_monitor, as postgres_exporter
+-- usually is) may read the counters and the views; resets and the by-key
+-- tools are granted by hand (readme/stats.md).
+REVOKE ALL ON FUNCTION
+    idem.stats_counters(),
+    idem.stats_reset(boolean),
+    idem.lookup(text, text),
+    idem.evict(text, text, boolean),
+    idem.force_expire(text, text, boolean)
+FROM PUBLIC;
+REVOKE ALL ON TABLE idem.stats, idem.key_health, idem.key_summary FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.stats_counters() TO pg_monitor;
+GRANT SELECT ON TABLE idem.stats, idem.key_health, idem.key_summary TO pg_monitor;
+
+-- ==== worker: the background worker's last round, per database ====
+-- One row per database of idem.database. Needs idem in
+-- shared_preload_libraries (SQLSTATE 55000 otherwise). Nothing for PUBLIC;
+-- monitoring (pg_monitor) may read it, like idem.stats.
+CREATE FUNCTION idem.worker_status(
+    OUT database name, OUT pid integer, OUT state text,
+    OUT last_round_start timestamptz, OUT last_round_end timestamptz,
+    OUT last_round_swept bigint, OUT last_round_purged bigint,
+    OUT total_rounds bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_worker_status'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+CREATE VIEW idem.worker_status AS SELECT * FROM idem.worker_status();
+
+COMMENT ON VIEW idem.worker_status IS
+    'What the idem background worker of each database of idem.database is doing, and what its last round did.';
+
+REVOKE ALL ON FUNCTION idem.worker_status() FROM PUBLIC;
+REVOKE ALL ON TABLE idem.worker_status FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.worker_status() TO pg_monitor;
+GRANT SELECT ON TABLE idem.worker_status TO pg_monitor;
+-- ==== end worker ====

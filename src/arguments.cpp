@@ -131,8 +131,8 @@ bool optional_response_code(FunctionCallInfo fcinfo, int argno, bool required,
 }
 
 bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
-                         int setting_value, int64 setting_unit_usecs, const KeyName &name,
-                         Interval *out) {
+                         int setting_value, int64 setting_unit_usecs, TimestampTz now,
+                         const KeyName &name, Interval *out) {
   if (PG_ARGISNULL(argno)) {
     if (setting_value < 0) return false;  // idem.retention = -1: keys never expire
     out->month = 0;
@@ -141,10 +141,18 @@ bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
     return true;
   }
   const Interval *given = PG_GETARG_INTERVAL_P(argno);
-  // The same 30-day months and 24-hour days interval comparison uses.
-  __int128 span = static_cast<__int128>(given->month) * 30 * USECS_PER_DAY +
-                  static_cast<__int128>(given->day) * USECS_PER_DAY + given->time;
-  if (span <= 0)
+  // Positive means "ends after now" on the calendar the claim will use: a
+  // 30-day-month comparison would let '-1 mon 31 days' through, which adds
+  // up to nothing after a 31-day month. Only mixed signs need the calendar;
+  // no positive part at all is refused before any arithmetic can overflow.
+  bool has_positive_part = given->month > 0 || given->day > 0 || given->time > 0;
+  bool positive = has_positive_part;
+  if (has_positive_part && (given->month < 0 || given->day < 0 || given->time < 0)) {
+    TimestampTz end = DatumGetTimestampTz(DirectFunctionCall2(
+        timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(given)));
+    positive = end > now;
+  }
+  if (!positive)
     throw_key_error(sqlstate::bad_argument, psprintf("%s must be a positive interval", what),
                     name, psprintf("Pass a positive %s such as '30 seconds', or NULL for the "
                                    "setting idem.%s.", what, what));

@@ -29,12 +29,12 @@ int32 require_batch_limit(FunctionCallInfo fcinfo, int argno);
 bool optional_response_code(FunctionCallInfo fcinfo, int argno, bool required,
                             const KeyName &name, int32 *code);
 
-// A strictly positive interval argument, or the setting's value when NULL.
-// Returns false (and leaves *out alone) when the result means "no interval",
-// which only idem.retention = -1 can mean.
+// An interval argument that ends after `now`, or the setting's value when
+// NULL. Returns false (and leaves *out alone) when the result means "no
+// interval", which only idem.retention = -1 can mean.
 bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
-                         int setting_value, int64 setting_unit_usecs, const KeyName &name,
-                         Interval *out);
+                         int setting_value, int64 setting_unit_usecs, TimestampTz now,
+                         const KeyName &name, Interval *out);
 
 // detail_suffix, when not null, follows the scope and key in errdetail.
 [[noreturn]] void throw_key_error(const char *sqlstate, const char *message,

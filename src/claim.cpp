@@ -1,19 +1,23 @@
-// idem.claim_idempotency_key: one atomic insert-or-observe, then DESIGN.md's
-// classification; a takeover is a compare-and-swap on what was observed.
+// idem.claim_idempotency_key: observe the row without a lock; on a miss, one
+// atomic INSERT ... ON CONFLICT DO NOTHING decides the owner (never a
+// SELECT-then-INSERT race); otherwise DESIGN.md's classification, where a
+// takeover is a compare-and-swap on what was observed.
 #include "arguments.hpp"
 #include "classify.hpp"
 #include "errors.hpp"
 #include "keystore.hpp"
 #include "settings.hpp"
 #include "statements.hpp"
+#include "stats.hpp"
 
 namespace idem {
 
 namespace {
 
-// Each lost race means another claim's change committed; a handful of rounds
-// settles any real contention, and past that the caller is told to retry.
-constexpr int max_claim_rounds = 8;
+// Each lost race means another claim's change committed; eight rounds of
+// look-then-write settle any real contention, and past that the caller is
+// told to retry.
+constexpr int max_claim_steps = 16;
 constexpr int claim_row_columns = col_expires_at;
 constexpr int claim_result_columns = 1 + col_expires_at - col_fence + 1;
 
@@ -110,12 +114,13 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   require_scope_and_key(fcinfo, &scope, &key, &name);
   text *request_hash = require_text(fcinfo, 2, sqlstate::request_hash_invalid,
                                     "request_hash", name);
+  TimestampTz now = GetCurrentTimestamp();
   Interval lock_timeout;
   Interval retention;
-  interval_or_setting(fcinfo, 4, "lock_timeout", settings.lock_timeout_ms, 1000, name,
+  interval_or_setting(fcinfo, 4, "lock_timeout", settings.lock_timeout_ms, 1000, now, name,
                       &lock_timeout);
   bool expires = interval_or_setting(fcinfo, 5, "retention", settings.retention_s,
-                                     USECS_PER_SEC, name, &retention);
+                                     USECS_PER_SEC, now, name, &retention);
 
   TupleDesc result_desc;
   if (get_call_result_type(fcinfo, nullptr, &result_desc) != TYPEFUNC_COMPOSITE)
@@ -130,7 +135,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   params[claim_request_hash] = PointerGetDatum(request_hash);
   params[claim_claimed_by] = PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3);
   nulls[claim_claimed_by] = PG_ARGISNULL(3) ? 'n' : ' ';
-  params[claim_now] = TimestampTzGetDatum(GetCurrentTimestamp());
+  params[claim_now] = TimestampTzGetDatum(now);
   params[claim_lock_timeout] = IntervalPGetDatum(&lock_timeout);
   params[claim_retention] = IntervalPGetDatum(&retention);
   nulls[claim_retention] = expires ? ' ' : 'n';
@@ -142,35 +147,39 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   if (SPI_connect() != SPI_OK_CONNECT) throw Error(sqlstate::internal, "SPI_connect failed");
   // A READ ONLY transaction (or a hot standby) may still replay.
   bool read_only = XactReadOnly;
-  Statement statement = read_only ? Statement::claim_observe : Statement::claim_observe_or_insert;
+  // Look first, write only what the observation calls for; any write that
+  // matches nothing means another claim changed the key: look again.
+  Statement statement = Statement::claim_observe;
   Action pending = Action::insert;
   SeenRow row;
-  for (int round = 0; round < max_claim_rounds; ++round) {
-    uint64 rows = execute_statement(statement, params, nulls);
-    bool was_write = statement == Statement::claim_take_over ||
-                     statement == Statement::claim_regenerate;
-    statement = Statement::claim_observe_or_insert;
+  for (int step = 0; step < max_claim_steps; ++step) {
+    Statement ran = statement;
+    uint64 rows = execute_statement(ran, params, nulls);
+    statement = Statement::claim_observe;
     if (rows == 0) {
-      if (read_only) refuse_write_when_read_only(name);
-      // A concurrent claim inserted, took over or purged the key first: look again.
+      if (ran == Statement::claim_observe) {
+        if (read_only) refuse_write_when_read_only(name);
+        statement = Statement::claim_insert;
+      }
       continue;
     }
     read_first_row(&row);
     ClaimKind kind;
-    if (row.inserted) {
+    if (ran == Statement::claim_insert) {
       kind = ClaimKind::new_claim;
-    } else if (was_write) {
-      kind = claim_kind_of(pending);
+    } else if (ran != Statement::claim_observe) {
+      kind = claim_kind_of(pending);  // a takeover or a new generation
     } else {
       pending = classify(row.observed);
       switch (pending) {
         case Action::reject_mismatch:
           SPI_finish();
+          stats::count(stats::Counter::request_mismatches);
           throw_key_error(sqlstate::request_mismatch,
                           "idempotency key was already used for a different request", name,
                           "Use a new idempotency key for a new request; a retry must send "
                           "exactly the same request.");
-        case Action::insert:
+        case Action::insert:  // not for an observed row; look again
           continue;
         case Action::take_over_stale:
         case Action::take_over_failed:
@@ -184,7 +193,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
         case Action::report_active:
           break;
       }
-      if (statement != Statement::claim_observe_or_insert) {
+      if (statement != Statement::claim_observe) {
         if (read_only) refuse_write_when_read_only(name);
         params[claim_seen_fence] = column(row, col_fence);
         nulls[claim_seen_fence] = ' ';
@@ -196,6 +205,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
     }
     HeapTuple result = form_claim(result_desc, caller_context, kind, row);
     SPI_finish();
+    stats::count_claim(kind);
     return HeapTupleGetDatum(result);
   }
   SPI_finish();

@@ -3,6 +3,7 @@
 #include "guard.hpp"
 #include "hashing.hpp"
 #include "keystore.hpp"
+#include "worker_status.hpp"
 
 namespace {
 
@@ -25,12 +26,6 @@ Datum request_hash_bytea(FunctionCallInfo fcinfo) {
 
 }  // namespace
 
-#define IDEM_SQL_FUNCTION(sql_name, body)                                         \
-  PG_FUNCTION_INFO_V1(idem_##sql_name);                                           \
-  Datum idem_##sql_name(PG_FUNCTION_ARGS) {                                       \
-    return idem::run_guarded([fcinfo]() -> Datum { return body(fcinfo); });      \
-  }
-
 extern "C" {
 IDEM_SQL_FUNCTION(claim_idempotency_key, idem::claim_idempotency_key)
 IDEM_SQL_FUNCTION(mark_succeeded, idem::mark_succeeded)
@@ -40,4 +35,5 @@ IDEM_SQL_FUNCTION(purge_expired, idem::purge_expired)
 IDEM_SQL_FUNCTION(sweep_stale, idem::sweep_stale)
 IDEM_SQL_FUNCTION(request_hash_jsonb, request_hash_jsonb)
 IDEM_SQL_FUNCTION(request_hash_bytea, request_hash_bytea)
+IDEM_SQL_FUNCTION(worker_status, idem::worker_status)
 }

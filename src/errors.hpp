@@ -28,6 +28,10 @@ inline constexpr char too_deep[] = "54001";              // statement_too_comple
 inline constexpr char contention[] = "40001";            // serialization_failure
 inline constexpr char read_only[] = "25006";             // read_only_sql_transaction
 inline constexpr char out_of_memory[] = "53200";         // out_of_memory
+// The operator's by-key tools (key_tools.cpp) and the counters (stats.cpp).
+inline constexpr char key_not_found[] = "P4020";
+inline constexpr char key_in_flight[] = "P4021";        // processing key, force not given
+inline constexpr char not_preloaded[] = "55000";        // object_not_in_prerequisite_state
 }  // namespace sqlstate
 
 // A user-facing error: SQLSTATE, errmsg, errdetail, errhint.

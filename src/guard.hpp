@@ -59,3 +59,11 @@ Datum run_guarded(Body &&body) {
 }
 
 }  // namespace idem
+
+// Defines the extern "C" SQL-callable function idem_<sql_name> as one guard
+// around body(fcinfo). Use inside an extern "C" block.
+#define IDEM_SQL_FUNCTION(sql_name, body)                                         \
+  PG_FUNCTION_INFO_V1(idem_##sql_name);                                           \
+  Datum idem_##sql_name(PG_FUNCTION_ARGS) {                                       \
+    return idem::run_guarded([fcinfo]() -> Datum { return body(fcinfo); });      \
+  }

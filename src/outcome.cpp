@@ -5,6 +5,7 @@
 #include "errors.hpp"
 #include "keystore.hpp"
 #include "statements.hpp"
+#include "stats.hpp"
 
 namespace idem {
 
@@ -55,7 +56,8 @@ void pass_argument(FunctionCallInfo fcinfo, int argno, OwnerWrite *write, int sl
       SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
   const char *status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
   SPI_finish();
-  if (current_fence > write.fence)
+  if (current_fence > write.fence) {
+    stats::count(stats::Counter::stale_fences);
     throw_key_error(sqlstate::stale_fence,
                     psprintf("%s: stale fence, a newer claim owns the idempotency key",
                              operation),
@@ -65,6 +67,7 @@ void pass_argument(FunctionCallInfo fcinfo, int argno, OwnerWrite *write, int sl
                     psprintf("your fence %lld, current fence %lld",
                              static_cast<long long>(write.fence),
                              static_cast<long long>(current_fence)));
+  }
   throw_key_error(not_owned_sqlstate,
                   psprintf("%s: idempotency key is not owned by this fence", operation),
                   write.name,
@@ -75,12 +78,14 @@ void pass_argument(FunctionCallInfo fcinfo, int argno, OwnerWrite *write, int sl
                            static_cast<long long>(write.fence)));
 }
 
+// done: the counter of a write that found its row.
 Datum run_owner_write(Statement statement, OwnerWrite *write, const char *not_owned_sqlstate,
-                      const char *operation) {
+                      const char *operation, stats::Counter done) {
   if (SPI_connect() != SPI_OK_CONNECT) throw Error(sqlstate::internal, "SPI_connect failed");
   if (execute_statement(statement, write->params, write->nulls) == 0)
     explain_refusal(*write, not_owned_sqlstate, operation);
   SPI_finish();
+  stats::count(done);
   return (Datum)0;
 }
 
@@ -96,7 +101,7 @@ Datum mark_succeeded(FunctionCallInfo fcinfo) {
   pass_argument(fcinfo, 5, &write, owner_first_value + 2);  // result_ref_type
   pass_argument(fcinfo, 6, &write, owner_first_value + 3);  // result_ref_id
   return run_owner_write(Statement::mark_succeeded, &write, sqlstate::succeed_not_owned,
-                         "mark_succeeded");
+                         "mark_succeeded", stats::Counter::marked_succeeded);
 }
 
 Datum mark_failed(FunctionCallInfo fcinfo) {
@@ -113,7 +118,9 @@ Datum mark_failed(FunctionCallInfo fcinfo) {
   if (has_response_code) write.params[owner_first_value + 3] = Int32GetDatum(response_code);
   pass_argument(fcinfo, 7, &write, owner_first_value + 4);  // response_body
   return run_owner_write(Statement::mark_failed, &write, sqlstate::fail_not_owned,
-                         "mark_failed");
+                         "mark_failed",
+                         retryable ? stats::Counter::marked_failed_retryable
+                                   : stats::Counter::marked_failed_final);
 }
 
 Datum set_recovery_point(FunctionCallInfo fcinfo) {
@@ -129,7 +136,7 @@ Datum set_recovery_point(FunctionCallInfo fcinfo) {
                     write.name, "Call idem.mark_succeeded to finish the request.");
   write.params[owner_first_value] = PointerGetDatum(recovery_point);
   return run_owner_write(Statement::set_recovery_point, &write, sqlstate::checkpoint_not_owned,
-                         "set_recovery_point");
+                         "set_recovery_point", stats::Counter::recovery_points_set);
 }
 
 }  // namespace idem

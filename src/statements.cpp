@@ -37,21 +37,19 @@ namespace {
 const char *const observe_sql =
     "SELECT false, " CLAIM_ROW_COLUMNS " FROM " TABLE " r WHERE " BY_KEY;
 
-// Observes the row; inserts one only when there is none. The INSERT's SELECT
-// is gated by NOT EXISTS, so an existing key draws no fence, takes no lock and
-// no transaction id: a replay writes nothing.
-const char *const observe_or_insert_sql =
-    "WITH existing AS (SELECT false AS inserted, " CLAIM_ROW_COLUMNS
-    " FROM " TABLE " r WHERE " BY_KEY "), "
-    "inserted AS (INSERT INTO " TABLE " AS r (scope, key, request_hash, status, "
+// Runs only after claim_observe found no row, so a replay never starts an
+// INSERT executor, draws no fence, takes no lock and no transaction id. A
+// concurrent claim that inserted first makes it return nothing (DO NOTHING,
+// after waiting for that claim to commit or roll back), and the claim looks
+// again.
+const char *const insert_sql =
+    "INSERT INTO " TABLE " AS r (scope, key, request_hash, status, "
     "recovery_point, fence, attempt_count, claimed_by, claimed_at, locked_until, "
     "created_at, updated_at, expires_at) "
-    "SELECT $1, $2, $3, " STATUS("processing") ", 'started', " NEXT_FENCE ", 1, $4, $5, "
-    CLAIM_LOCKED_UNTIL ", $5, $5, " CLAIM_EXPIRES_AT
-    " WHERE NOT EXISTS (SELECT FROM existing) "
+    "VALUES ($1, $2, $3, " STATUS("processing") ", 'started', " NEXT_FENCE ", 1, $4, $5, "
+    CLAIM_LOCKED_UNTIL ", $5, $5, " CLAIM_EXPIRES_AT ") "
     "ON CONFLICT (scope, key) DO NOTHING "
-    "RETURNING true, " CLAIM_ROW_COLUMNS ") "
-    "SELECT * FROM inserted UNION ALL SELECT * FROM existing";
+    "RETURNING true, " CLAIM_ROW_COLUMNS;
 
 // Compare-and-swap on what the claim observed ($8 fence, $9 status): if
 // anyone changed the row since, nothing matches and the claim looks again.
@@ -105,18 +103,20 @@ const char *const owner_fence_sql =
     "SELECT r.fence, r.status::pg_catalog.text FROM " TABLE " r WHERE " BY_KEY;
 
 // Oldest first, never an in-flight row, never a row a live transaction holds.
+// The batch is addressed by the ctids its own FOR UPDATE locked (they cannot
+// move before this statement ends): a TID scan, where joining back on the key
+// made the planner hash the whole table for every batch.
 const char *const purge_expired_sql =
-    "WITH doomed AS (SELECT d.scope, d.key FROM " TABLE " d "
+    "WITH doomed AS (SELECT d.ctid AS tid FROM " TABLE " d "
     "WHERE d.status OPERATOR(pg_catalog.<>) " STATUS("processing")
     " AND d.expires_at OPERATOR(pg_catalog.<=) $1 "
     "ORDER BY d.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) "
-    "DELETE FROM " TABLE " r USING doomed "
-    "WHERE r.scope OPERATOR(pg_catalog.=) doomed.scope "
-    "AND r.key OPERATOR(pg_catalog.=) doomed.key";
+    "DELETE FROM " TABLE " r "
+    "WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed))";
 
 // Fence and recovery point stay: the next claim resumes where the zombie was.
 const char *const sweep_stale_sql =
-    "WITH stale AS (SELECT s.scope, s.key FROM " TABLE " s "
+    "WITH stale AS (SELECT s.ctid AS tid FROM " TABLE " s "
     "WHERE s.status OPERATOR(pg_catalog.=) " STATUS("processing")
     " AND s.locked_until OPERATOR(pg_catalog.<=) $1 "
     "ORDER BY s.locked_until LIMIT $2 FOR UPDATE SKIP LOCKED) "
@@ -126,9 +126,41 @@ const char *const sweep_stale_sql =
     "failure_code = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "
     "'expired' ELSE 'abandoned' END, "
     "failure_message = 'the owner recorded no outcome before its lock expired', "
-    "locked_until = NULL, finished_at = $1, updated_at = $1 FROM stale "
-    "WHERE r.scope OPERATOR(pg_catalog.=) stale.scope "
-    "AND r.key OPERATOR(pg_catalog.=) stale.key";
+    "locked_until = NULL, finished_at = $1, updated_at = $1 "
+    "WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT stale.tid FROM stale))";
+
+// The operator's by-key tools return the whole row (a composite), then the
+// status and fence the server log reports.
+const char *const lookup_key_sql =
+    "SELECT r, r.status::pg_catalog.text, r.fence FROM " TABLE " r WHERE " BY_KEY;
+
+// $3 force: only then may an in-flight key go.
+const char *const evict_key_sql =
+    "DELETE FROM " TABLE " AS r WHERE " BY_KEY
+    " AND (r.status OPERATOR(pg_catalog.<>) " STATUS("processing") " OR $3) "
+    "RETURNING r, r.status::pg_catalog.text, r.fence";
+
+// Makes the key count as expired at $4 (never later than it already was, and
+// still after created_at, which a CHECK demands). An in-flight key ($3 force)
+// is ended as the sweeper ends an expired one, failed_final/'expired', so the
+// next claim starts a new generation with a new fence.
+#define WHEN_PROCESSING "CASE WHEN r.status OPERATOR(pg_catalog.=) " STATUS("processing") " THEN "
+const char *const force_expire_key_sql =
+    "UPDATE " TABLE " AS r SET "
+    "status = " WHEN_PROCESSING STATUS("failed_final") " ELSE r.status END, "
+    "failure_code = " WHEN_PROCESSING "'expired'::pg_catalog.text ELSE r.failure_code END, "
+    "failure_message = " WHEN_PROCESSING
+    "'expired by idem.force_expire before its owner recorded an outcome'::pg_catalog.text "
+    "ELSE r.failure_message END, "
+    "locked_until = " WHEN_PROCESSING "NULL ELSE r.locked_until END, "
+    "finished_at = " WHEN_PROCESSING "$4 ELSE r.finished_at END, "
+    "updated_at = $4, "
+    "expires_at = LEAST(r.expires_at, GREATEST($4, r.created_at OPERATOR(pg_catalog.+) "
+    "'1 microsecond'::pg_catalog.interval)) "
+    "WHERE " BY_KEY " AND (r.status OPERATOR(pg_catalog.<>) " STATUS("processing") " OR $3) "
+    "RETURNING r, r.status::pg_catalog.text, r.fence";
+#undef WHEN_PROCESSING
+
 
 constexpr int max_params = 9;
 
@@ -141,9 +173,9 @@ struct StatementSpec {
 
 const StatementSpec specs[] = {
     // claim_* share one parameter list (ClaimParam)
-    {observe_or_insert_sql, claim_param_count,
+    {insert_sql, claim_param_count,
      {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
-     SPI_OK_SELECT},
+     SPI_OK_INSERT_RETURNING},
     {observe_sql, claim_param_count,
      {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
      SPI_OK_SELECT},
@@ -164,10 +196,14 @@ const StatementSpec specs[] = {
     {owner_fence_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {purge_expired_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE},
     {sweep_stale_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_UPDATE},
+    {lookup_key_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
+    {evict_key_sql, 3, {TEXTOID, TEXTOID, BOOLOID}, SPI_OK_DELETE_RETURNING},
+    {force_expire_key_sql, 4, {TEXTOID, TEXTOID, BOOLOID, TIMESTAMPTZOID},
+     SPI_OK_UPDATE_RETURNING},
 };
 
 constexpr int statement_count = sizeof specs / sizeof specs[0];
-static_assert(statement_count == static_cast<int>(Statement::sweep_stale) + 1,
+static_assert(statement_count == static_cast<int>(Statement::force_expire_key) + 1,
               "one spec per Statement");
 
 // Kept plans live for the backend's life; Postgres replans them by name

@@ -8,8 +8,8 @@
 namespace idem {
 
 enum class Statement {
-  claim_observe_or_insert,  // the atomic insert-or-observe
-  claim_observe,            // observe only, for READ ONLY transactions
+  claim_insert,             // insert-or-nothing, after claim_observe found no row
+  claim_observe,            // the row as it is, without a lock
   claim_take_over,          // stale lock or retryable failure: new owner
   claim_regenerate,         // finished and expired: a new generation
   mark_succeeded,
@@ -18,6 +18,9 @@ enum class Statement {
   owner_fence,              // why a completion matched no row
   purge_expired,
   sweep_stale,
+  lookup_key,        // the operator's tools (key_tools.cpp)
+  evict_key,
+  force_expire_key,
 };
 
 // Columns of the claim statements' result rows.

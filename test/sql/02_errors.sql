@@ -29,6 +29,13 @@ SELECT error_of($$SELECT idem.claim_idempotency_key('orders', 'k', 'h', NULL, in
 SELECT error_of($$SELECT idem.claim_idempotency_key('orders', 'k', 'h', NULL, interval '-5 min')$$);
 SELECT error_of($$SELECT idem.claim_idempotency_key('orders', 'k', 'h', NULL, interval '1 month -31 days')$$);
 SELECT error_of($$SELECT idem.claim_idempotency_key('orders', 'k', 'h', NULL, NULL, interval '0 s')$$);
+-- Positive on the calendar, not by 30-day months: '-1 mon 28 days' never
+-- ends after now, '1 mon -27 days' always does, and '-1 mon 31 days' depends
+-- on last month's length but is never let through to violate a CHECK.
+SELECT split_part(error_of($$SELECT idem.claim_idempotency_key('orders', 'k', 'h', NULL, interval '-1 mon 28 days')$$), ':', 1) AS never_positive,
+       split_part(error_of($$SELECT idem.claim_idempotency_key('orders', 'cal', 'h', NULL, interval '1 mon -27 days')$$), ':', 1) AS always_positive,
+       split_part(error_of($$SELECT idem.claim_idempotency_key('orders', 'cal', 'h', NULL, NULL, interval '-1 mon 31 days')$$), ':', 1)
+         IN ('P4004', 'no error') AS month_dependent_is_clean;
 SELECT error_of($$SELECT idem.purge_expired(0)$$);
 SELECT error_of($$SELECT idem.sweep_stale(-1)$$);
 SELECT error_of($$SELECT idem.purge_expired(NULL)$$);

@@ -1,0 +1,235 @@
+-- The orders API of the example: POST /orders creates an order, charges the
+-- customer at the payment provider (another database, through dblink) and
+-- queues a receipt e-mail. The charge cannot share a transaction with the
+-- shop's writes, so the request is cut into atomic phases (Brandur Leach's
+-- design) and each phase commits together with its idem recovery point:
+--
+--   phase 1  claim the key                      (recovery point: started)
+--   phase 2  order + audit row                  -> order_created
+--   foreign  charge at the provider, with a key derived from ours
+--   phase 3  record the charge id               -> charge_created
+--   phase 4  stage the receipt job + 201        -> finished
+--
+-- A request that dies anywhere resumes, on its retry, from the last
+-- recovery point that committed. The caller (the API server) runs each
+-- phase as one transaction; phase 4 is two calls, stage_receipt and
+-- finish_order, inside one transaction.
+--
+-- Deployment wires the provider in as a dblink_fdw server named
+-- payment_provider (see lib/Orders/Setup.pm).
+CREATE EXTENSION IF NOT EXISTS idem;
+CREATE EXTENSION IF NOT EXISTS dblink;
+
+CREATE SCHEMA shop;
+
+CREATE TABLE shop.orders (
+    id                bigserial PRIMARY KEY,
+    idempotency_scope text NOT NULL,
+    idempotency_key   text NOT NULL,
+    customer          text NOT NULL,
+    amount_cents      bigint NOT NULL CHECK (amount_cents > 0),
+    currency          text NOT NULL,
+    payment_method    text NOT NULL,
+    status            text NOT NULL DEFAULT 'awaiting_payment'
+                      CHECK (status IN ('awaiting_payment', 'paid', 'payment_failed')),
+    charge_id         text,
+    created_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at        timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+-- Not UNIQUE: one order per intent is idem's guarantee, and the tests count
+-- rows to prove it. A key that expired and came back is a new intent with a
+-- new order, and the newest order of a key is the one its phases work on.
+CREATE INDEX orders_by_idempotency_key ON shop.orders (idempotency_scope, idempotency_key, id);
+
+CREATE TABLE shop.audit_log (
+    id         bigserial PRIMARY KEY,
+    order_id   bigint NOT NULL REFERENCES shop.orders,
+    action     text NOT NULL,
+    detail     jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- Transactionally staged jobs: a worker sends the e-mail only after the
+-- transaction that staged it committed, so the e-mail is never sent in-band
+-- and never for a request that rolled back.
+CREATE TABLE shop.staged_jobs (
+    id         bigserial PRIMARY KEY,
+    job_name   text NOT NULL,
+    args       jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- The merchant account the shop holds at the provider.
+CREATE FUNCTION shop.merchant_account() RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT 'acct_shop' $$;
+
+-- Phase 1: claim the key for this exact request (JCS + SHA-256, so a retry
+-- whose JSON has its members in another order is the same request).
+CREATE FUNCTION shop.claim_order_request(
+    scope text, key text, request jsonb, lock_timeout interval)
+RETURNS idem.claim
+LANGUAGE sql AS $$
+    SELECT idem.claim_idempotency_key(scope, key, idem.request_hash(request),
+                                      'shop-api/' || pg_backend_pid(), lock_timeout)
+$$;
+
+-- The order the key's current phases work on (see the index comment).
+CREATE FUNCTION shop.order_for_key(scope text, key text) RETURNS shop.orders
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    found_order shop.orders;
+BEGIN
+    SELECT * INTO found_order FROM shop.orders o
+     WHERE o.idempotency_scope = scope AND o.idempotency_key = key
+     ORDER BY o.id DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no order for idempotency key % in %', key, scope
+            USING HINT = 'A recovery point past started promises an order: this is a bug.';
+    END IF;
+    RETURN found_order;
+END $$;
+
+-- Phase 2: the order, its audit row and the recovery point commit together.
+-- The recovery point goes first: it checks the fence and locks the key row,
+-- so a request that was taken over writes nothing at all.
+CREATE FUNCTION shop.create_order(scope text, key text, fence bigint, request jsonb)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    order_id bigint;
+BEGIN
+    PERFORM idem.set_recovery_point(scope, key, fence, 'order_created');
+    INSERT INTO shop.orders (idempotency_scope, idempotency_key, customer, amount_cents,
+                             currency, payment_method)
+    VALUES (scope, key, request->>'customer', (request->>'amount_cents')::bigint,
+            request->>'currency', request->>'payment_method')
+    RETURNING id INTO order_id;
+    INSERT INTO shop.audit_log (order_id, action, detail)
+    VALUES (order_id, 'order.created', jsonb_build_object('idempotency_key', key, 'fence', fence));
+    RETURN order_id;
+END $$;
+
+-- The key the provider deduplicates our charge by. Derived, never the
+-- caller's key passed through: the caller's key is scoped to our API, the
+-- provider needs one scoped to our merchant account. It is the same on every
+-- retry of one intent (same scope, key and order), and it differs for a key
+-- that expired and came back with a new order.
+CREATE FUNCTION shop.provider_idempotency_key(scope text, key text, order_id bigint)
+RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT 'shop-charge-' || idem.request_hash(jsonb_build_array(scope, key, order_id, 'charge'))
+$$;
+
+-- The foreign state mutation: charge the order at the provider. Writes
+-- nothing here, so it needs no fence: a zombie that calls it gets the same
+-- charge back and then fails at its next fenced write.
+CREATE FUNCTION shop.charge_order(
+    scope text, key text,
+    OUT order_id bigint, OUT provider_key text,
+    OUT status_code integer, OUT body jsonb, OUT provider_claim text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    o shop.orders;
+    charge_request jsonb;
+BEGIN
+    o := shop.order_for_key(scope, key);
+    order_id := o.id;
+    provider_key := shop.provider_idempotency_key(scope, key, o.id);
+    charge_request := jsonb_build_object(
+        'amount_cents', o.amount_cents, 'currency', o.currency,
+        'payment_method', o.payment_method, 'description', 'shop order ' || o.id,
+        'metadata', jsonb_build_object('order_id', o.id));
+    -- dblink commits at the provider on its own: this is the moment the
+    -- card is charged, whatever becomes of the shop's transaction.
+    SELECT r.status_code, r.body, r.claim_kind
+      INTO status_code, body, provider_claim
+      FROM dblink('payment_provider',
+                  format('SELECT status_code, body, claim_kind FROM psp.create_charge(%L, %L, %L::jsonb)',
+                         shop.merchant_account(), provider_key, charge_request))
+           AS r(status_code integer, body jsonb, claim_kind text);
+END $$;
+
+-- Phase 3: the charge id and the recovery point commit together.
+CREATE FUNCTION shop.record_charge(scope text, key text, fence bigint, charge_id text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    o shop.orders;
+BEGIN
+    PERFORM idem.set_recovery_point(scope, key, fence, 'charge_created');
+    o := shop.order_for_key(scope, key);
+    UPDATE shop.orders SET status = 'paid', charge_id = record_charge.charge_id,
+                           updated_at = clock_timestamp()
+     WHERE id = o.id;
+END $$;
+
+-- A declined card is a final outcome: stored as 402 and replayed as such.
+CREATE FUNCTION shop.record_payment_failure(
+    scope text, key text, fence bigint, provider_body jsonb,
+    OUT status_code integer, OUT body jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+    o shop.orders;
+BEGIN
+    o := shop.order_for_key(scope, key);
+    UPDATE shop.orders SET status = 'payment_failed', updated_at = clock_timestamp()
+     WHERE id = o.id;
+    status_code := 402;
+    body := jsonb_build_object('error', jsonb_build_object(
+        'type', 'payment_failed', 'order_id', o.id,
+        'code', provider_body->'error'->>'code',
+        'message', provider_body->'error'->>'message'));
+    PERFORM idem.mark_failed(scope, key, fence, false, 'card_declined',
+                             provider_body->'error'->>'message', status_code, body);
+END $$;
+
+-- Phase 4, first half: stage the receipt e-mail. Must run in the same
+-- transaction as finish_order, whose fenced mark_succeeded decides whether
+-- the job (and the whole phase) commits.
+CREATE FUNCTION shop.stage_receipt(scope text, key text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    o shop.orders;
+    job_id bigint;
+BEGIN
+    o := shop.order_for_key(scope, key);
+    INSERT INTO shop.staged_jobs (job_name, args)
+    VALUES ('send_receipt', jsonb_build_object('order_id', o.id, 'customer', o.customer,
+                                               'charge_id', o.charge_id))
+    RETURNING id INTO job_id;
+    RETURN job_id;
+END $$;
+
+-- Phase 4, second half: the 201 response, stored for replay. It carries the
+-- order's creation time, so a re-executed request could never produce the
+-- same bytes as a replayed one.
+CREATE FUNCTION shop.finish_order(
+    scope text, key text, fence bigint,
+    OUT status_code integer, OUT body jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+    o shop.orders;
+BEGIN
+    o := shop.order_for_key(scope, key);
+    status_code := 201;
+    body := jsonb_build_object(
+        'id', o.id, 'object', 'order', 'status', o.status, 'customer', o.customer,
+        'amount_cents', o.amount_cents, 'currency', o.currency, 'charge', o.charge_id,
+        'receipt', 'queued', 'created_at', o.created_at);
+    PERFORM idem.mark_succeeded(scope, key, fence, status_code, body, 'shop.orders', o.id::text);
+END $$;
+
+-- A provider that could not be reached left the card uncharged or charged
+-- (we cannot know which): the key becomes retryable, and the next retry
+-- resumes at order_created and asks again with the same derived key.
+CREATE FUNCTION shop.record_provider_unavailable(
+    scope text, key text, fence bigint, detail text,
+    OUT status_code integer, OUT body jsonb)
+LANGUAGE plpgsql AS $$
+BEGIN
+    status_code := 503;
+    body := jsonb_build_object('error', jsonb_build_object(
+        'type', 'provider_unavailable', 'message', 'the payment provider could not be reached; retry'));
+    PERFORM idem.mark_failed(scope, key, fence, true, 'provider_unavailable', detail,
+                             status_code, body);
+END $$;

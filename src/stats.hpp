@@ -1,0 +1,114 @@
+// Live counters in shared memory, kept per database, pg_stat_statements'
+// way: allocated through the PG 15 shmem request/startup hooks, so they exist
+// only when idem is in shared_preload_libraries. Without the preload every
+// count() is a no-op and reading them raises SQLSTATE 55000.
+//
+// Each event is counted when the call that causes it returns (or raises
+// P4002/P4012), not when its transaction commits: a claim whose transaction
+// later rolls back has still been counted, as pg_stat_statements counts calls.
+#pragma once
+
+#include "classify.hpp"
+#include "pg.hpp"
+
+// Atomics are the only Postgres facility the inline counting path needs.
+extern "C" {
+#include "port/atomics.h"
+}
+
+namespace idem {
+namespace stats {
+
+// One counter per event; the order is the order of the columns of idem.stats.
+// The first six follow idem.claim_kind (and ClaimKind) label by label.
+enum class Counter {
+  new_claim,
+  replay_success,
+  processing_active,
+  processing_stale,
+  retryable_failure,
+  final_failure,
+  request_mismatches,  // P4002 raised by a claim
+  stale_fences,        // P4012 raised by an owner's write
+  marked_succeeded,
+  marked_failed_retryable,
+  marked_failed_final,
+  recovery_points_set,
+  rows_swept,
+  rows_purged,
+  worker_rounds,
+};
+inline constexpr int counter_count = static_cast<int>(Counter::worker_rounds) + 1;
+
+// Databases with a row of their own; events of any further database are
+// counted together in one overflow row (datid NULL in idem.stats). A row of a
+// dropped database is recycled when a new database needs one.
+inline constexpr int max_databases = 64;
+
+// One database's counters. Timestamps are TimestampTz stored as uint64;
+// last_worker_round is 0 until the first round.
+struct DatabaseCounters {
+  pg_atomic_uint32 datid;  // InvalidOid: free (or the overflow row)
+  pg_atomic_uint64 counters[counter_count];
+  pg_atomic_uint64 last_worker_round;
+  pg_atomic_uint64 stats_reset;
+};
+
+// This backend's row, once its first event found or claimed it. A backend
+// never changes database and its database cannot be dropped under it, so the
+// pointer stays valid for the backend's life.
+extern DatabaseCounters *this_database;
+
+// Finds or claims this database's row and counts there; does nothing when
+// shared memory is absent (not preloaded) or not yet attached.
+void count_slow(Counter counter, uint64 amount);
+
+// The one call per event in the key-store code paths.
+inline void count(Counter counter, uint64 amount = 1) {
+  if (likely(this_database != nullptr))
+    pg_atomic_fetch_add_u64(&this_database->counters[static_cast<int>(counter)], amount);
+  else
+    count_slow(counter, amount);
+}
+
+inline void count_claim(ClaimKind kind) { count(static_cast<Counter>(static_cast<int>(kind))); }
+
+// For the background worker, once per round, in the database it is connected
+// to: the round, the rows its batches swept and purged (which it does not
+// count through sweep_stale()/purge_expired(), so this is their only count),
+// and when it ended.
+void count_worker_round(uint64 rows_swept, uint64 rows_purged, TimestampTz round_end);
+
+// Called from _PG_init: requests shared memory and chains the hooks, only
+// while shared_preload_libraries is being processed.
+void request_shared_memory();
+
+// True when the counters exist in this server (idem was preloaded).
+bool available();
+
+// The row of database (claimed if it has none yet), or the overflow row.
+// Null when not available().
+DatabaseCounters *row_for(Oid database);
+
+// Calls visit for every claimed row, then for the overflow row.
+template <typename Visit>
+void for_each_row(Visit &&visit);
+
+// Zeroes a row's counters and stamps its stats_reset with now.
+void reset_row(DatabaseCounters *row, TimestampTz now);
+
+// All rows: the implementation's table, exposed for for_each_row.
+DatabaseCounters *rows_begin();
+DatabaseCounters *overflow_row();
+
+template <typename Visit>
+void for_each_row(Visit &&visit) {
+  DatabaseCounters *rows = rows_begin();
+  if (rows == nullptr) return;
+  for (int i = 0; i < max_databases; ++i)
+    if (pg_atomic_read_u32(&rows[i].datid) != InvalidOid) visit(&rows[i]);
+  visit(overflow_row());
+}
+
+}  // namespace stats
+}  // namespace idem

@@ -1,0 +1,166 @@
+# 200,000 expired outcomes are purged completely while 8 clients keep
+# claiming and completing fresh keys: no client waits on a lock the worker
+# holds (log_lock_waits with deadlock_timeout = 20 ms, shorter than one
+# batch), no client transaction stalls, no processing row is purged, and the purge rate is printed.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use POSIX qw(WNOHANG);
+
+my $expired_rows = 200_000;
+my $clients = 8;
+my $load_tps = 400;    # all clients together: a busy service, not a saturated CPU
+
+my $node = PostgreSQL::Test::Cluster->new('worker_purge');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'idem'
+idem.naptime = 1
+idem.worker_enabled = off
+max_connections = 30
+log_lock_waits = on
+deadlock_timeout = '20ms'
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION idem');
+
+# The backlog: expired outcomes of every kind, and in-flight keys that are
+# past their expiry but still locked (neither sweepable nor purgeable).
+$node->safe_psql('postgres', qq{
+INSERT INTO idem.idempotency_request (scope, key, request_hash, status, recovery_point, fence,
+    claimed_at, created_at, updated_at, finished_at, expires_at, response_code, failure_code)
+SELECT 'old', g::text, 'h', s.status::idem.idempotency_status,
+    CASE WHEN s.status = 'succeeded' THEN 'finished' ELSE 'started' END,
+    nextval('idem.fence_seq'), now() - interval '2 days', now() - interval '2 days',
+    now() - interval '2 days', now() - interval '2 days',
+    now() - interval '1 day' - g * interval '1 ms',
+    CASE WHEN s.status = 'succeeded' THEN 200 END,
+    CASE WHEN s.status <> 'succeeded' THEN 'boom' END
+FROM generate_series(1, $expired_rows) g,
+     LATERAL (SELECT (ARRAY['succeeded', 'failed_final', 'failed_retryable'])[g % 3 + 1] AS status) s;
+INSERT INTO idem.idempotency_request (scope, key, request_hash, status, fence, claimed_at,
+    locked_until, created_at, updated_at, expires_at)
+SELECT 'inflight', g::text, 'h', 'processing', nextval('idem.fence_seq'),
+    now() - interval '2 days', now() + interval '1 hour', now() - interval '2 days',
+    now() - interval '2 days', now() - interval '1 day'
+FROM generate_series(1, 1000) g;
+});
+
+my $script = $node->basedir . '/claim_and_complete.sql';
+append_to_file($script, q{
+\set k random(1, 1000000000000)
+SELECT fence FROM idem.claim_idempotency_key('load', 'c' || :client_id || '-' || :k, 'h') \gset
+SELECT idem.mark_succeeded('load', 'c' || :client_id || '-' || :k, :fence, 201);
+});
+# The load runs in back-to-back pgbench bursts until the purge is done, so it
+# covers the whole purge however long a busy machine makes it take.
+my $log_prefix = $node->basedir . '/txlog';
+my $burst_seconds = 3;
+
+sub start_burst
+{
+	my ($n) = @_;
+	my $pid = fork() // die "fork: $!";
+	if ($pid == 0)
+	{
+		open(STDOUT, '>', $node->basedir . "/pgbench.$n.out") or die $!;
+		open(STDERR, '>', $node->basedir . "/pgbench.$n.err") or die $!;
+		exec('pgbench', '-n', '-c', $clients, '-j', 2, '-T', $burst_seconds, '-R', $load_tps,
+			'-f', $script, '-l', "--log-prefix=$log_prefix$n", '-d', $node->connstr('postgres'))
+		  or die "exec pgbench: $!";
+	}
+	return $pid;
+}
+
+sub old_rows_left
+{
+	return $node->safe_psql('postgres',
+		q{SELECT count(*) FROM idem.idempotency_request WHERE scope = 'old'});
+}
+
+my $log_offset = -s $node->logfile;
+my ($purge_started, $purge_wall, $bursts, $bursts_ok);
+$bursts_ok = 1;
+for ($bursts = 0; !defined $purge_wall; $bursts++)
+{
+	my $pid = start_burst($bursts);
+	if ($bursts == 0)
+	{
+		sleep 1;    # the clients are at work before the worker starts purging
+		$node->safe_psql('postgres', 'ALTER SYSTEM SET idem.worker_enabled = on');
+		$node->reload;
+		$purge_started = time;
+	}
+	while (waitpid($pid, WNOHANG) == 0)
+	{
+		$purge_wall = time - $purge_started if !defined $purge_wall && old_rows_left() == 0;
+		usleep(100_000);
+	}
+	$bursts_ok &&= $? == 0;
+	die 'the purge did not finish in 120 s' if time - $purge_started > 120;
+}
+ok(defined $purge_wall, "all $expired_rows expired rows purged while the clients were working");
+ok($bursts_ok, "pgbench ran without errors ($bursts bursts of $burst_seconds s)");
+
+my $processed = 0;
+for my $n (0 .. $bursts - 1)
+{
+	my ($count) = slurp_file($node->basedir . "/pgbench.$n.out")
+	  =~ /number of transactions actually processed: (\d+)/;
+	$processed += $count // 0;
+}
+ok($processed > 0, "the clients completed $processed claims");
+is( $node->safe_psql(
+		'postgres', q{
+SELECT count(*) FILTER (WHERE status = 'succeeded') || '/' || count(*)
+FROM idem.idempotency_request WHERE scope = 'load'}),
+	"$processed/$processed",
+	'every key the clients claimed and completed is there, succeeded');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT count(*) FROM idem.idempotency_request WHERE scope = 'inflight' AND status = 'processing'}),
+	'1000', 'no processing row was purged (nor swept while locked)');
+
+# Lock waits: any wait over deadlock_timeout (20 ms) is logged with who holds
+# the lock. None may be held by the worker.
+my $worker_pid = $node->safe_psql('postgres',
+	q{SELECT pid FROM idem.worker_status WHERE database = 'postgres'});
+my $log = slurp_file($node->logfile, $log_offset);
+my @waits = $log =~ /(still waiting for .*)/g;
+my @worker_waits = $log =~ /(Process(?:es)? holding the lock: (?:\d+, )*$worker_pid\b)/g;
+note sprintf('lock waits over 20 ms during the run: %d (held by the worker: %d)',
+	scalar @waits, scalar @worker_waits);
+is(scalar @worker_waits, 0, 'no client waited on a lock held by the worker');
+
+# Latency of the clients' claim-and-complete transactions (pgbench's log).
+my @latencies;
+for my $file (glob("$log_prefix*")) {
+	for my $line (split /\n/, slurp_file($file)) {
+		my @field = split / /, $line;
+		push @latencies, $field[2] / 1000.0;
+	}
+}
+@latencies = sort { $a <=> $b } @latencies;
+my $max_ms = $latencies[-1];
+my $p99_ms = $latencies[int(0.99 * $#latencies)];
+note sprintf('client transactions: %d, p99 %.1f ms, max %.1f ms', scalar @latencies, $p99_ms, $max_ms);
+ok($max_ms < 2000, sprintf('no client transaction stalled (max %.1f ms)', $max_ms));
+
+# The rate from the worker's own log lines (time spent in purge rounds).
+my ($purged, $round_ms) = (0, 0);
+while ($log =~ /idem worker for database "postgres": swept \d+ stale keys, purged (\d+) expired keys in ([0-9.]+) ms/g) {
+	$purged += $1;
+	$round_ms += $2;
+}
+is($purged, $expired_rows, 'the worker logged every purged row');
+my $rate = $round_ms > 0 ? $purged / ($round_ms / 1000.0) : 0;
+note sprintf('purge rate under load of %d clients: %.0f rows/s (%d rows in %.0f ms of rounds, %.2f s wall)',
+	$clients, $rate, $purged, $round_ms, $purge_wall);
+diag(sprintf('purge rate: %.0f rows/s under %d clients (%d rows in %.0f ms)', $rate, $clients, $purged, $round_ms));
+
+$node->stop;
+done_testing();

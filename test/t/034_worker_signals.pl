@@ -1,0 +1,141 @@
+# SIGHUP changes the naptime for the very next round; SIGTERM ends the worker
+# within a second in the middle of a large purge; a terminated worker comes
+# back after its restart interval (5 s) and finishes the job.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $node = PostgreSQL::Test::Cluster->new('worker_signals');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'idem'\nidem.naptime = 1\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION idem');
+
+# Start and end of the next round to complete after the current one.
+sub next_round
+{
+	my $seen = $node->safe_psql('postgres',
+		q{SELECT total_rounds FROM idem.worker_status WHERE database = 'postgres'});
+	$node->poll_query_until('postgres',
+		qq{SELECT total_rounds > $seen FROM idem.worker_status WHERE database = 'postgres'})
+	  or die 'no round completed';
+	return split /\|/, $node->safe_psql(
+		'postgres', q{
+SELECT extract(epoch FROM last_round_start), extract(epoch FROM last_round_end)
+FROM idem.worker_status WHERE database = 'postgres'});
+}
+
+sub set_and_reload
+{
+	my ($setting, $value) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET $setting = '$value'");
+	$node->reload;
+}
+
+sub worker_pid
+{
+	return $node->safe_psql('postgres',
+		q{SELECT pid FROM idem.worker_status WHERE database = 'postgres'});
+}
+
+# --- SIGHUP: naptime 1 s, then 3 s, measured between rounds.
+my (undef, $end1) = next_round();
+my ($start2) = next_round();
+my $gap = $start2 - $end1;
+note sprintf('gap between rounds with naptime 1 s: %.3f s', $gap);
+ok($gap >= 0.95 && $gap < 1.5, sprintf('naptime 1 s (%.3f s)', $gap));
+set_and_reload('idem.naptime', '3s');
+(undef, $end1) = next_round();
+($start2) = next_round();
+$gap = $start2 - $end1;
+note sprintf('gap between rounds after SIGHUP set 3 s: %.3f s', $gap);
+ok($gap >= 2.95 && $gap < 3.5, sprintf('after SIGHUP, naptime 3 s (%.3f s)', $gap));
+set_and_reload('idem.naptime', '1s');
+
+# --- SIGTERM in the middle of a large purge. Small batches make the purge
+# last several seconds, so it is surely under way when the signal comes.
+set_and_reload('idem.worker_enabled', 'off');
+$node->poll_query_until('postgres',
+	q{SELECT state = 'disabled' FROM idem.worker_status WHERE database = 'postgres'})
+  or die 'worker not disabled';
+$node->safe_psql('postgres', q{
+INSERT INTO idem.idempotency_request (scope, key, request_hash, status, recovery_point, fence,
+    claimed_at, created_at, updated_at, finished_at, expires_at, response_code)
+SELECT 'old', g::text, 'h', 'succeeded', 'finished', nextval('idem.fence_seq'),
+    now() - interval '2 days', now() - interval '2 days', now() - interval '2 days',
+    now() - interval '2 days', now() - interval '1 day', 200
+FROM generate_series(1, 200000) g});
+$node->safe_psql('postgres', "ALTER SYSTEM SET idem.batch_size = 200");
+set_and_reload('idem.worker_enabled', 'on');
+ok( $node->poll_query_until(
+		'postgres', q{
+SELECT state = 'working' AND (SELECT count(*) < 199000 FROM idem.idempotency_request)
+FROM idem.worker_status WHERE database = 'postgres'}),
+	'the purge is under way');
+my $pid = worker_pid();
+my $signalled = time;
+kill 'TERM', $pid;
+while (kill(0, $pid) && time - $signalled < 10) { usleep(5_000); }
+my $exited = time - $signalled;
+my $left = $node->safe_psql('postgres', 'SELECT count(*) FROM idem.idempotency_request');
+note sprintf('worker exited %.3f s after SIGTERM with %d rows still to purge', $exited, $left);
+ok(!kill(0, $pid), 'SIGTERM ended the worker');
+ok($exited < 1.0, sprintf('within 1 s (%.3f s)', $exited));
+ok($left > 0, "in the middle of the backlog ($left rows left)");
+
+# --- It comes back after the restart interval and finishes.
+ok( $node->poll_query_until(
+		'postgres', qq{SELECT pid IS NOT NULL AND pid <> $pid FROM idem.worker_status WHERE database = 'postgres'}),
+	'the worker came back');
+my $back = time - $signalled;
+note sprintf('restarted %.2f s after SIGTERM', $back);
+ok($back >= 4.5 && $back < 8, sprintf('after its restart interval of 5 s (%.2f s)', $back));
+$node->safe_psql('postgres', "ALTER SYSTEM RESET idem.batch_size");
+$node->reload;
+ok($node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM idem.idempotency_request'),
+	'and finished the purge');
+
+# --- pg_terminate_backend: same story.
+$pid = worker_pid();
+my $terminated = time;
+is($node->safe_psql('postgres', "SELECT pg_terminate_backend($pid, 1000)"),
+	't', 'pg_terminate_backend ends the worker');
+ok( $node->poll_query_until(
+		'postgres', qq{SELECT pid IS NOT NULL AND pid <> $pid FROM idem.worker_status WHERE database = 'postgres'}),
+	'the worker came back');
+$back = time - $terminated;
+note sprintf('restarted %.2f s after pg_terminate_backend', $back);
+ok($back >= 4.5 && $back < 8, sprintf('after its restart interval (%.2f s)', $back));
+is( $node->safe_psql(
+		'postgres', q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idem worker'}),
+	'1', 'exactly one worker for the database');
+
+# --- A round that fails is logged, rolled back and retried; the process
+# lives on. A trigger makes every purge fail until it is dropped.
+$pid = worker_pid();
+my $offset = -s $node->logfile;
+$node->safe_psql('postgres', q{
+CREATE FUNCTION refuse_delete() RETURNS trigger LANGUAGE plpgsql AS
+  $$BEGIN RAISE EXCEPTION 'deletes are refused today'; END$$;
+CREATE TRIGGER refuse_delete BEFORE DELETE ON idem.idempotency_request
+  FOR EACH ROW EXECUTE FUNCTION refuse_delete();
+INSERT INTO idem.idempotency_request (scope, key, request_hash, status, recovery_point, fence,
+    claimed_at, created_at, updated_at, finished_at, expires_at, response_code)
+VALUES ('old', 'x', 'h', 'succeeded', 'finished', nextval('idem.fence_seq'),
+    now() - interval '2 days', now() - interval '2 days', now() - interval '2 days',
+    now() - interval '2 days', now() - interval '1 day', 200);
+});
+ok($node->wait_for_log(qr/ERROR:  deletes are refused today/, $offset),
+	'the failed round logged its error');
+ok($node->log_contains(qr/CONTEXT: .*idem worker round in database "postgres"/s, $offset),
+	'naming the database');
+$node->safe_psql('postgres', 'DROP TRIGGER refuse_delete ON idem.idempotency_request');
+ok($node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM idem.idempotency_request'),
+	'a later round purged the row');
+is(worker_pid(), $pid, 'with the same worker process');
+
+$node->stop;
+done_testing();

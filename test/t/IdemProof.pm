@@ -1,0 +1,367 @@
+# Shared by the proof runs test/t/1NN_*.pl: a private cluster with idem
+# preloaded, forked client processes, and an API client that behaves like a
+# careful real one (same key, same request hash; waits on processing_active;
+# resumes a key it takes over; reconnects when the server goes away).
+#
+# Every client appends what the server acknowledged to its own log file, one
+# line an event, written as soon as the acknowledgement arrived:
+#   C key fence t kind        a claim that granted ownership returned at t
+#   R key fence t point       set_recovery_point, sent at t, returned (autocommit)
+#   F key fence t             mark_failed (retryable), sent at t, returned
+#   S key fence effect t body COMMIT of effect + mark_succeeded (sent at t) returned OK
+#   A key body                the request got its answer (own write or replay)
+#   X key fence sqlstate      an owner's write was refused (P4012 ...)
+#   T counters                the client's counters, last line
+# Times are Time::HiRes::time() of one machine, so comparable across clients.
+# The parent reads the logs back and compares them with the database.
+package IdemProof;
+
+use strict;
+use warnings;
+use DBI;
+use POSIX ();
+use Time::HiRes ();
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Exporter 'import';
+
+our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die);
+
+sub now { return Time::HiRes::time(); }
+
+# A cluster of its own (fsync as asked: the crash run tests durability) with
+# the database "proof", idem and the effects table.
+sub start_node {
+	my ($name, %opt) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $fsync = $opt{fsync} ? 'on' : 'off';
+	$node->append_conf('postgresql.conf', <<"CONF");
+shared_preload_libraries = 'idem'
+max_connections = 60
+log_statement = none
+fsync = $fsync
+restart_after_crash = on
+CONF
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE DATABASE proof');
+	$node->safe_psql('proof', <<'SQL');
+CREATE EXTENSION idem;
+-- The side effect a request performs. No UNIQUE constraint on purpose: a
+-- duplicate must show up in the counts, not be refused by the table.
+CREATE TABLE effects (
+    id     bigserial PRIMARY KEY,
+    scope  text NOT NULL,
+    key    text NOT NULL,
+    fence  bigint NOT NULL,
+    client int NOT NULL,
+    at     timestamptz NOT NULL DEFAULT clock_timestamp());
+SQL
+	return $node;
+}
+
+sub dsn_of {
+	my ($node) = @_;
+	return 'dbi:Pg:dbname=proof;host=' . $node->host . ';port=' . $node->port;
+}
+
+sub connect_or_die {
+	my ($node) = @_;
+	my $dbh = DBI->connect(dsn_of($node), '', '',
+		{ AutoCommit => 1, RaiseError => 1, PrintError => 0, AutoInactiveDestroy => 1 })
+	  or die "cannot connect: $DBI::errstr";
+	return $dbh;
+}
+
+# Forks $count children running $body->($index); each ends with _exit so the
+# parent's END blocks (which stop the cluster) never run in a child. The
+# parent runs $meanwhile->() (if given) while they work, then waits for them.
+# Returns the number of children that failed.
+sub run_clients {
+	my ($count, $body, $meanwhile) = @_;
+	my @pids;
+	for my $i (0 .. $count - 1) {
+		my $pid = fork() // die "fork: $!";
+		if ($pid == 0) {
+			my $ok = eval { $body->($i); 1 };
+			print STDERR "client $i died: $@" unless $ok;
+			POSIX::_exit($ok ? 0 : 1);
+		}
+		push @pids, $pid;
+	}
+	my $failed = 0;
+	if ($meanwhile && !eval { $meanwhile->(); 1 }) {
+		print STDERR "while the clients ran: $@";
+		$failed++;
+	}
+	for my $pid (@pids) {
+		waitpid($pid, 0);
+		$failed++ if $? != 0;
+	}
+	return $failed;
+}
+
+# Fields of each line kind; the last one may contain spaces.
+my %fields_of = (C => 4, R => 4, F => 3, S => 5, A => 2, X => 3, T => 1);
+
+# Reads every client log in $dir: returns a hash of line kind => [fields...].
+sub read_logs {
+	my ($dir) = @_;
+	my %events = map { $_ => [] } qw(C R F S A X T);
+	for my $file (glob("$dir/client-*.log")) {
+		open my $fh, '<', $file or die "$file: $!";
+		while (my $line = <$fh>) {
+			chomp $line;
+			my ($kind) = $line =~ /^(\S)/ or next;
+			my (undef, @fields) = split / /, $line, $fields_of{$kind} + 1;
+			push @{ $events{$kind} }, \@fields;
+		}
+		close $fh;
+	}
+	return \%events;
+}
+
+# Sums the counters of every client's last line.
+sub total_stats {
+	my ($events) = @_;
+	my %total;
+	for my $t (@{ $events->{T} }) {
+		for my $pair (split / /, $t->[0]) {
+			my ($k, $v) = split /=/, $pair;
+			$total{$k} += $v;
+		}
+	}
+	return \%total;
+}
+
+package IdemProof::Client;
+
+use strict;
+use warnings;
+use DBI;
+use IO::Handle;
+use Time::HiRes ();
+
+# new(node, id, log_dir, lock_ms => 500, scope => 'storm')
+sub new {
+	my ($class, $node, $id, $log_dir, %opt) = @_;
+	my $c = bless {
+		dsn     => IdemProof::dsn_of($node),
+		id      => $id,
+		lock_ms => $opt{lock_ms} // 500,
+		scope   => $opt{scope} // 'storm',
+		stats   => {},
+		chaos   => 0,    # probability of abandoning / failing an owned key
+		owner   => $opt{owner},    # replaces own() for a key this client owns
+		# seconds between the effect and mark_succeeded, inside the transaction
+		effect_stall => $opt{effect_stall},
+	}, $class;
+	open $c->{log}, '>>', "$log_dir/client-$id.log" or die "log: $!";
+	$c->{log}->autoflush(1);
+	$c->connect_db;
+	return $c;
+}
+
+sub count { my ($c, $what, $n) = @_; $c->{stats}{$what} += $n // 1; }
+
+sub log_event { my ($c, @fields) = @_; print { $c->{log} } join(' ', @fields), "\n"; }
+
+# Connects, retrying for up to a minute: the server may be restarting.
+sub connect_db {
+	my ($c) = @_;
+	my $give_up = IdemProof::now() + 60;
+	while (1) {
+		my $dbh = DBI->connect($c->{dsn}, '', '',
+			{ AutoCommit => 1, RaiseError => 0, PrintError => 0, AutoInactiveDestroy => 1 });
+		if ($dbh) { $c->{dbh} = $dbh; return; }
+		die "client $c->{id}: cannot connect for 60 s: $DBI::errstr"
+		  if IdemProof::now() > $give_up;
+		Time::HiRes::sleep(0.05 + rand(0.1));
+	}
+}
+
+# After an error: the SQLSTATE, or 'lost' once the connection was re-made.
+sub failure {
+	my ($c) = @_;
+	my $dbh = $c->{dbh};
+	my $state = $dbh->state // '';
+	if (($dbh->ping // 0) <= 0) {
+		$c->count('connection_lost');
+		$c->connect_db;
+		return 'lost';
+	}
+	$dbh->rollback unless $dbh->{AutoCommit};
+	$c->count("error_$state");
+	return $state;
+}
+
+# One statement; returns (row or [], undef) or (undef, sqlstate).
+sub run {
+	my ($c, $sql, @binds) = @_;
+	my $row = $c->{dbh}->selectrow_arrayref($sql, undef, @binds);
+	return (undef, $c->failure) if $c->{dbh}->err;
+	return ($row // [], undef);
+}
+
+my $claim_sql = <<'SQL';
+SELECT kind, fence, recovery_point, response_body::text,
+       extract(epoch FROM locked_until - clock_timestamp())
+  FROM idem.claim_idempotency_key($1, $2, $3, $4, $5::interval)
+SQL
+
+sub request_hash_of { my ($key) = @_; return "sha-of-$key"; }
+
+# The body is written in jsonb's output form (keys by length, then bytes),
+# so the owner's own answer compares equal to what a replay returns.
+sub body_of {
+	my ($c, $key, $fence) = @_;
+	return sprintf('{"key": "%s", "fence": %d, "client": %d}', $key, $fence, $c->{id});
+}
+
+# One API request for $key, carried to its answer: returns the response body
+# the client would send back. Dies if it cannot get one within $patience s.
+sub request {
+	my ($c, $key, $patience) = @_;
+	my $give_up = IdemProof::now() + ($patience // 60);
+	while (1) {
+		die "client $c->{id}: no answer for $key in time" if IdemProof::now() > $give_up;
+		my ($row, $err) = $c->run($claim_sql, $c->{scope}, $key, request_hash_of($key),
+			"client-$c->{id}", "$c->{lock_ms} milliseconds");
+		if ($err) {
+			Time::HiRes::sleep(0.005) if $err eq '40001';
+			next;
+		}
+		my ($kind, $fence, $point, $body, $lock_left) = @$row;
+		$c->count("claim_$kind");
+		if ($kind eq 'replay_success') {
+			$c->log_event('A', $key, $body);
+			return $body;
+		}
+		if ($kind eq 'processing_active') {
+			# A twin owns it: wait a little (at most until its lock expires) and retry.
+			my $wait = $lock_left // 0;
+			$wait = 0.05 if $wait > 0.05;
+			Time::HiRes::sleep($wait > 0.002 ? $wait : 0.002);
+			next;
+		}
+		if ($kind eq 'final_failure') {
+			die "client $c->{id}: final failure on $key (nothing here fails for good)";
+		}
+		# new_claim, processing_stale, retryable_failure: we own the key.
+		$c->log_event('C', $key, $fence, IdemProof::now(), $kind);
+		my $owner = $c->{owner} // \&own;
+		my $answer = $owner->($c, $key, $fence, $point, $kind);
+		return $answer if defined $answer;
+	}
+}
+
+# Works an owned key: phase 1 (checkpoint), then the effect and the outcome in
+# one transaction. Returns the answer, or undef when the request must claim
+# again (refused as stale, connection lost, or chaos made us walk away).
+sub own {
+	my ($c, $key, $fence, $point, $kind) = @_;
+	if ($kind ne 'new_claim' && $point eq 'validated') {
+		$c->count('resumed_after_validated');
+	} else {
+		return undef unless $c->checkpoint($key, $fence, 'validated');
+	}
+	if ($c->{chaos} > 0 && rand() < $c->{chaos}) {
+		# A client that dies here leaves the key processing until its lock expires.
+		$c->count('abandoned');
+		return undef;
+	}
+	if ($c->{chaos} > 0 && rand() < $c->{chaos}) {
+		$c->fail_retryably($key, $fence);
+		return undef;
+	}
+	return $c->effect_and_succeed($key, $fence);
+}
+
+# set_recovery_point in its own transaction; true when it was accepted.
+sub checkpoint {
+	my ($c, $key, $fence, $point) = @_;
+	my $sent = IdemProof::now();
+	my (undef, $err) = $c->run('SELECT idem.set_recovery_point($1, $2, $3, $4)',
+		$c->{scope}, $key, $fence, $point);
+	if ($err) { $c->refused($key, $fence, $err); return 0; }
+	$c->log_event('R', $key, $fence, $sent, $point);
+	return 1;
+}
+
+# mark_failed(retryable); true when it was accepted.
+sub fail_retryably {
+	my ($c, $key, $fence) = @_;
+	my $sent = IdemProof::now();
+	my (undef, $err) = $c->run('SELECT idem.mark_failed($1, $2, $3, true, $4, $5)',
+		$c->{scope}, $key, $fence, 'upstream_timeout', 'chaos');
+	if ($err) { $c->refused($key, $fence, $err); return 0; }
+	$c->count('failed_retryable');
+	$c->log_event('F', $key, $fence, $sent);
+	return 1;
+}
+
+sub refused {
+	my ($c, $key, $fence, $err) = @_;
+	if ($err eq 'lost') {
+		# The server went away while we owned the key: the retry finds out.
+		$c->count('lost_while_owning');
+		return;
+	}
+	$c->count('stale_write_refused') if $err eq 'P4012';
+	$c->log_event('X', $key, $fence, $err);
+}
+
+# The effect and mark_succeeded commit together or not at all; the answer
+# is acknowledged only once COMMIT returned.
+sub effect_and_succeed {
+	my ($c, $key, $fence, $stall) = @_;
+	my $dbh = $c->{dbh};
+	my $body = $c->body_of($key, $fence);
+	$dbh->begin_work or return $c->lost_or_refused($key, $fence);
+	my $effect = $dbh->selectrow_array(
+		'INSERT INTO effects (scope, key, fence, client) VALUES ($1, $2, $3, $4) RETURNING id',
+		undef, $c->{scope}, $key, $fence, $c->{id});
+	return $c->lost_or_refused($key, $fence) if $dbh->err;
+	$stall //= $c->{effect_stall};
+	Time::HiRes::sleep($stall) if $stall;
+	my $sent = IdemProof::now();
+	$dbh->selectrow_array('SELECT idem.mark_succeeded($1, $2, $3, 200, $4::jsonb, $5, $6)',
+		undef, $c->{scope}, $key, $fence, $body, 'effect', $effect);
+	return $c->lost_or_refused($key, $fence) if $dbh->err;
+	# DBD::Pg's commit returns true even when the connection died under it
+	# (seen in this very run), so only a clean err means "acknowledged".
+	my $committed = $dbh->commit;
+	if (!$committed || $dbh->err) {
+		# The outcome is unknown: the retry's claim will tell.
+		$c->count('commit_unknown');
+		$c->count('lost_while_owning');
+		$c->failure;
+		return undef;
+	}
+	$c->count('effects_committed');
+	$c->log_event('S', $key, $fence, $effect, $sent, $body);
+	$c->log_event('A', $key, $body);
+	return $body;
+}
+
+sub lost_or_refused {
+	my ($c, $key, $fence) = @_;
+	my $err = $c->failure;
+	$c->refused($key, $fence, $err);
+	return undef;
+}
+
+sub stats_line {
+	my ($c) = @_;
+	return join ' ', map { "$_=$c->{stats}{$_}" } sort keys %{ $c->{stats} };
+}
+
+# The last line of a client's log: its counters.
+sub finish {
+	my ($c) = @_;
+	$c->log_event('T', $c->stats_line);
+	close $c->{log};
+	$c->{dbh}->disconnect if $c->{dbh};
+}
+
+1;
