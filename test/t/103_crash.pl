@@ -10,7 +10,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node run_clients read_logs total_stats connect_or_die);
+use IdemProof qw(now start_node run_clients read_logs total_stats connect_or_die storm_key);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -92,17 +92,8 @@ my $failed = run_clients($clients, sub {
 	Time::HiRes::sleep($t0 - now()) if $t0 > now();
 	my $requests = 0;
 	while (now() < $t0 + $duration) {
-		my $index;
-		if (now() < $sweep_end) {
-			my $center = int($keys * (now() - $t0) / ($sweep_end - $t0));
-			$index = $center + int(rand($window)) - $window / 2;
-			$index = 0 if $index < 0;
-			$index = $keys - 1 if $index >= $keys;
-			$c->{chaos} = 0.01;
-		} else {
-			$index = int(rand($keys));
-			$c->{chaos} = 0;
-		}
+		my ($index, $hot) = storm_key($keys, $window, $t0, $sweep_end);
+		$c->{chaos} = $hot ? 0.01 : 0;
 		$c->request(sprintf('k%04d', $index), 90);
 		$requests++;
 	}

@@ -25,9 +25,22 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Exporter 'import';
 
-our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die);
+our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key);
 
 sub now { return Time::HiRes::time(); }
+
+# The key a storm client asks for next. Until $sweep_end a window of $window
+# hot keys moves across the key space, so many twins race for the same key
+# at once; after it, any key. Returns the index and whether it was a hot pick.
+sub storm_key {
+	my ($keys, $window, $t0, $sweep_end) = @_;
+	return (int(rand($keys)), 0) if now() >= $sweep_end;
+	my $center = int($keys * (now() - $t0) / ($sweep_end - $t0));
+	my $index = $center + int(rand($window)) - $window / 2;
+	$index = 0 if $index < 0;
+	$index = $keys - 1 if $index >= $keys;
+	return ($index, 1);
+}
 
 # A cluster of its own (fsync as asked: the crash run tests durability) with
 # the database "proof", idem and the effects table.
