@@ -150,7 +150,12 @@ def main():
             verdicts.append(("worker overhead < 3%", f"{overhead * 100:.1f}%", ok))
             idle_text = (f"; with the worker on but idle {m_idle:,.0f} ({(1 - m_idle / m_off) * 100:+.1f}%)"
                          if m_idle else "")
-            out.append(f"Worker overhead (new-key lifecycle, synchronous_commit on, median of the rounds): "
+            settings_file = os.path.join(args.raw, "worker_settings.txt")
+            settings_text = ""
+            if os.path.exists(settings_file):
+                with open(settings_file) as f:
+                    settings_text = f" ({f.read().strip()})"
+            out.append(f"Worker overhead{settings_text} (new-key lifecycle, synchronous_commit on, median of the rounds): "
                        f"{m_on:,.0f} tps while the worker sweeps and purges a backlog, {m_off:,.0f} with the "
                        f"worker off: {overhead * 100:+.1f}% (target < 3%: {'yes' if ok else '**no**'})"
                        f"{idle_text}. Backlog rows the worker handled during each measured run: "

@@ -1,5 +1,5 @@
-// purge_expired and sweep_stale: one bounded batch each, SKIP LOCKED, so
-// maintenance never waits behind a live request.
+// purge_expired and sweep_stale: one bounded batch each, skipping rows that
+// live transactions hold, so maintenance never waits behind a live request.
 #include "maintenance.hpp"
 
 #include "arguments.hpp"
@@ -7,10 +7,66 @@
 #include "keystore.hpp"
 #include "stats.hpp"
 
+extern "C" {
+#include "access/tableam.h"
+#include "access/table.h"
+#include "commands/trigger.h"
+#include "nodes/makefuncs.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+
 namespace idem {
+
+namespace {
+
+bool has_delete_triggers(Relation rel) {
+  const TriggerDesc *triggers = rel->trigdesc;
+  return triggers != nullptr &&
+         (triggers->trig_delete_before_row || triggers->trig_delete_after_row ||
+          triggers->trig_delete_instead_row || triggers->trig_delete_before_statement ||
+          triggers->trig_delete_after_statement);
+}
+
+// The purge: read the batch's ctids, then delete each row in place without
+// waiting (table_tuple_delete with wait = false). A row that a live
+// transaction holds or changed since the read is skipped, which is what
+// SELECT ... FOR UPDATE SKIP LOCKED promised, without first writing a row
+// lock and its WAL record for every row: one heap write per purged row
+// instead of two. A row updated since the read (a claim took the key over)
+// is another version; the one read is no longer deleted. Triggers, which this
+// path would bypass, send the batch through a plain SQL DELETE instead.
+uint64 purge_batch(Datum *params) {
+  RangeVar *name = makeRangeVar(const_cast<char *>("idem"),
+                                const_cast<char *>("idempotency_request"), -1);
+  Relation rel = table_openrv(name, RowExclusiveLock);
+  if (has_delete_triggers(rel)) {
+    table_close(rel, NoLock);
+    return execute_statement(Statement::purge_expired, params, nullptr);
+  }
+  uint64 found = execute_statement(Statement::purge_candidates, params, nullptr);
+  CommandId command = GetCurrentCommandId(true);
+  uint64 deleted = 0;
+  for (uint64 i = 0; i < found; ++i) {
+    bool isnull;
+    Datum tid = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+    TM_FailureData failure;
+    TM_Result result = table_tuple_delete(rel, reinterpret_cast<ItemPointer>(DatumGetPointer(tid)), command,
+                                          GetActiveSnapshot(), InvalidSnapshot, false, &failure,
+                                          false);
+    if (result == TM_Ok) deleted += 1;
+  }
+  table_close(rel, NoLock);
+  // Like an SPI statement: what follows in this transaction sees the deletes.
+  CommandCounterIncrement();
+  return deleted;
+}
+
+}  // namespace
 
 uint64 run_maintenance_batch(Statement statement, int32 limit) {
   Datum params[2] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit)};
+  if (statement == Statement::purge_expired) return purge_batch(params);
   return execute_statement(statement, params, nullptr);
 }
 

@@ -1,4 +1,5 @@
 // Library entry: the magic block and _PG_init.
+#include "compiled_checks.hpp"
 #include "pg.hpp"
 #include "settings.hpp"
 #include "stats.hpp"
@@ -15,6 +16,7 @@ void _PG_init(void) {
   idem::stats::request_shared_memory();
   idem::define_worker_settings();
   idem::register_background_workers();
+  idem::compiled_checks::install();
   MarkGUCPrefixReserved("idem");
 }
 }

@@ -111,6 +111,12 @@ void define_worker_settings() {
       "Each batch is its own short transaction; a round goes on while batches are full.",
       &worker_settings.batch_size, 10000, 1, 1000000, PGC_SIGHUP, 0, nullptr, nullptr,
       nullptr);
+  DefineCustomIntVariable(
+      "idem.batch_delay", "Pause of the idem worker after each full batch.",
+      "Paces a large backlog so that the worker leaves the machine to the requests; 0 works "
+      "it off flat out.",
+      &worker_settings.batch_delay_ms, 200, 0, 60000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
+      nullptr);
   DefineCustomBoolVariable(
       "idem.worker_enabled", "Whether the idem worker sweeps and purges.",
       "When off, the workers stay connected but idle.", &worker_settings.enabled, true,

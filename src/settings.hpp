@@ -22,6 +22,7 @@ struct WorkerSettings {
   char *databases;  // idem.database: comma-separated identifiers; restart only
   int naptime_s;    // idem.naptime: seconds between rounds
   int batch_size;   // idem.batch_size: rows per batch transaction
+  int batch_delay_ms;  // idem.batch_delay: pause after a full batch
   bool enabled;     // idem.worker_enabled: off keeps the workers idle
 };
 

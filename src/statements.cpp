@@ -1,5 +1,6 @@
 #include "statements.hpp"
 
+#include "compiled_checks.hpp"
 #include "errors.hpp"
 
 namespace idem {
@@ -114,6 +115,14 @@ const char *const purge_expired_sql =
     "DELETE FROM " TABLE " r "
     "WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed))";
 
+// The oldest expired outcomes, read without a lock: maintenance.cpp deletes
+// each by ctid without waiting, skipping any row changed or locked since.
+const char *const purge_candidates_sql =
+    "SELECT d.ctid FROM " TABLE " d "
+    "WHERE d.status OPERATOR(pg_catalog.<>) " STATUS("processing")
+    " AND d.expires_at OPERATOR(pg_catalog.<=) $1 "
+    "ORDER BY d.expires_at LIMIT $2";
+
 // Fence and recovery point stay: the next claim resumes where the zombie was.
 const char *const sweep_stale_sql =
     "WITH stale AS (SELECT s.ctid AS tid FROM " TABLE " s "
@@ -195,6 +204,7 @@ const StatementSpec specs[] = {
      SPI_OK_UPDATE},
     {owner_fence_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {purge_expired_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE},
+    {purge_candidates_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
     {sweep_stale_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_UPDATE},
     {lookup_key_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {evict_key_sql, 3, {TEXTOID, TEXTOID, BOOLOID}, SPI_OK_DELETE_RETURNING},
@@ -234,7 +244,7 @@ SPIPlanPtr plan_for(Statement statement) {
 
 uint64 execute_statement(Statement statement, Datum *values, const char *nulls) {
   SPIPlanPtr plan = plan_for(statement);
-  int result = SPI_execute_plan(plan, values, nulls, false, 0);
+  int result = compiled_checks::execute_plan(plan, values, nulls);
   if (result != specs[static_cast<int>(statement)].expected_result)
     throw_spi_failure("SPI_execute_plan", result);
   return SPI_processed;

@@ -16,7 +16,8 @@ enum class Statement {
   mark_failed,
   set_recovery_point,
   owner_fence,              // why a completion matched no row
-  purge_expired,
+  purge_expired,            // a DELETE, for a key table with delete triggers
+  purge_candidates,         // the oldest expired outcomes' ctids
   sweep_stale,
   lookup_key,        // the operator's tools (key_tools.cpp)
   evict_key,

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Where the new-key lifecycle's time goes, in instructions (load-independent,
+# so exact on a busy machine where tps is not): a single-user backend under
+# valgrind (callgrind) runs N lifecycles of one peer as prepared statements,
+# each statement its own transaction, like pgbench -M prepared without the
+# network. A run of one lifecycle is subtracted, so start-up and first-call
+# caches cancel out. Peers: idem, floor, ref (bench/workloads/newkey_*.sql).
+# Usage (as root, like ./run-tests; needs valgrind):
+#   bench/lifecycle_instructions.sh [N] [peers...]    default 500, all three
+# With KEEP=1 the callgrind files stay in the printed directory for
+# callgrind_annotate.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+N=${1:-500}
+shift || true
+PEER_LIST=${*:-idem floor ref}
+command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+
+build_extension
+WORK=$(mktemp -d /tmp/idem-lifecycle.XXXXXX)
+chmod 755 "$WORK"
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
+make_private_install "$WORK/install"
+[ "$(id -u)" -eq 0 ] && chown -R postgres "$WORK"
+# The template: a stopped cluster with idem, the reference and the floor.
+mkdir -p "$WORK/cluster"
+[ "$(id -u)" -eq 0 ] && chown postgres "$WORK/cluster"
+start_cluster "$WORK/cluster" "${IDEM_BENCH_PORT:-55498}"
+for f in bench/reference.sql bench/floor/schema.sql; do
+  psql -qAtX -v ON_ERROR_STOP=1 -d postgres -c 'CREATE EXTENSION IF NOT EXISTS idem' -f "$f" >/dev/null
+done
+stop_cluster "$WORK/cluster"
+mv "$WORK/cluster/data" "$WORK/template"
+
+hash=b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c
+script() {  # peer lifecycles -> the statements, one per line
+  local peer=$1 n=$2 i
+  case $peer in
+    idem | ref)
+      echo "PREPARE c(text) AS SELECT kind, fence FROM $peer.claim_idempotency_key('newkey', \$1, '$hash');"
+      echo "PREPARE m(text, bigint) AS SELECT $peer.mark_succeeded('newkey', \$1, \$2, 201, '{\"id\": 1}');" ;;
+    floor)
+      echo "PREPARE c(text) AS INSERT INTO floor.idempotency_request (scope, key, request_hash, status, recovery_point, fence, attempt_count, claimed_at, locked_until, created_at, updated_at, expires_at) VALUES ('newkey', \$1, '$hash', 'processing', 'started', nextval('floor.fence_seq'), 1, now(), now() + interval '5 minutes', now(), now(), now() + interval '24 hours') ON CONFLICT (scope, key) DO NOTHING RETURNING fence;"
+      echo "PREPARE m(text, bigint) AS UPDATE floor.idempotency_request SET status = 'succeeded', recovery_point = 'finished', response_code = 201, response_body = '{\"id\": 1}', locked_until = NULL, finished_at = now(), updated_at = now() WHERE scope = 'newkey' AND key = \$1 AND fence = \$2 AND status = 'processing';" ;;
+  esac
+  # A fresh cluster draws fences 1, 2, ... in order: lifecycle i owns fence i.
+  for ((i = 1; i <= n; i++)); do echo "EXECUTE c('k$i');"; echo "EXECUTE m('k$i', $i);"; done
+}
+
+instructions() {  # peer lifecycles -> instructions executed by the backend
+  local dir=$WORK/run-$1-$2
+  cp -a "$WORK/template" "$dir"
+  script "$1" "$2" >"$dir/script.sql"
+  as_cluster_user valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
+    "$PGBIN/postgres" --single -D "$dir" postgres <"$dir/script.sql" >"$dir/out.log" 2>"$dir/valgrind.log"
+  if grep -q ERROR "$dir/valgrind.log"; then grep -m3 ERROR "$dir/valgrind.log" >&2; exit 1; fi
+  grep -E '^(summary|totals):' "$dir/callgrind.out" | tail -1 | awk '{print $2}'
+}
+
+for peer in $PEER_LIST; do
+  base=$(instructions "$peer" 1)
+  run=$(instructions "$peer" $((N + 1)))
+  echo "$peer: $(( (run - base) / N )) instructions per new-key lifecycle"
+done
+[ "${KEEP:-0}" = 1 ] && echo "callgrind files kept in $WORK"
+exit 0

@@ -1,0 +1,97 @@
+# idem.batch_delay paces a backlog: the worker pauses after every full batch,
+# so a round of n full batches lasts at least (n - 1) pauses; a reload to 0
+# lets the rest go flat out, and SIGTERM ends a pause at once.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $node = PostgreSQL::Test::Cluster->new('worker_pacing');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'idem'\nidem.naptime = 1\nidem.worker_enabled = off\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION idem');
+
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT format('%s %s %s %s', context, unit, boot_val, min_val) FROM pg_settings WHERE name = 'idem.batch_delay'}),
+	'sighup ms 200 0', 'idem.batch_delay: milliseconds, reload, 200 by default, 0 allowed');
+
+sub set_and_reload {
+	my ($name, $value) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET $name = '$value'");
+	$node->reload;
+}
+
+sub add_expired {  # n expired outcomes in scope s
+	my ($s, $n) = @_;
+	$node->safe_psql('postgres', qq{
+INSERT INTO idem.idempotency_request (scope, key, request_hash, status, recovery_point, fence,
+    claimed_at, created_at, updated_at, finished_at, expires_at, response_code)
+SELECT '$s', g::text, 'h', 'succeeded', 'finished', nextval('idem.fence_seq'),
+    now() - interval '2 days', now() - interval '2 days', now() - interval '2 days',
+    now() - interval '2 days', now() - interval '1 day', 200
+FROM generate_series(1, $n) g});
+}
+
+sub rows_left {
+	my ($s) = @_;
+	return $node->safe_psql('postgres', "SELECT count(*) FROM idem.idempotency_request WHERE scope = '$s'");
+}
+
+# --- 1,000 rows in batches of 100 with 300 ms pauses: one sweep batch (empty)
+# and 11 purge batches (the last one empty), 10 pauses after the full ones,
+# so the round lasts at least 3 s.
+add_expired('paced', 1000);
+set_and_reload('idem.batch_size', 100);
+set_and_reload('idem.batch_delay', '300ms');
+my $log_offset = -s $node->logfile;
+set_and_reload('idem.worker_enabled', 'on');
+ok( $node->poll_query_until('postgres',
+		q{SELECT count(*) = 0 FROM idem.idempotency_request WHERE scope = 'paced'}),
+	'the paced worker purged the backlog');
+my $round;
+ok( $node->wait_for_log(qr/purged 1000 expired keys in [0-9.]+ ms \(12 batches\)/, $log_offset),
+	'in one round of 1 + 11 batches');
+($round) = slurp_file($node->logfile, $log_offset) =~ /purged 1000 expired keys in ([0-9.]+) ms/;
+note "round of 1,000 rows at 300 ms per batch of 100: $round ms";
+cmp_ok($round, '>=', 3000, 'which lasted at least its 10 pauses of 300 ms');
+
+# --- A reload to 0 mid-backlog: the rest goes without pauses. 20,000 rows
+# at 100 per batch and 1 s pauses would take over 3 minutes.
+set_and_reload('idem.worker_enabled', 'off');
+$node->poll_query_until('postgres',
+	q{SELECT state = 'disabled' FROM idem.worker_status WHERE database = 'postgres'})
+  or die 'worker not disabled';
+add_expired('reloaded', 20000);
+set_and_reload('idem.batch_delay', '1s');
+set_and_reload('idem.worker_enabled', 'on');
+ok( $node->poll_query_until('postgres',
+		q{SELECT count(*) < 20000 FROM idem.idempotency_request WHERE scope = 'reloaded'}),
+	'the paced purge of 20,000 rows is under way');
+set_and_reload('idem.batch_delay', 0);
+ok( $node->poll_query_until('postgres',
+		q{SELECT count(*) = 0 FROM idem.idempotency_request WHERE scope = 'reloaded'}),
+	'after the reload to 0 it finished');
+
+# --- SIGTERM in the middle of a long pause ends the worker at once.
+set_and_reload('idem.batch_delay', '1min');
+add_expired('term', 1000);
+ok( $node->poll_query_until('postgres',
+		q{SELECT count(*) = 900 FROM idem.idempotency_request WHERE scope = 'term'}),
+	'one batch purged, then a pause of a minute');
+my $pid = $node->safe_psql('postgres',
+	q{SELECT pid FROM idem.worker_status WHERE database = 'postgres'});
+my $signalled = time;
+kill 'TERM', $pid;
+usleep(5_000) while kill(0, $pid) && time - $signalled < 30;
+my $exited = time - $signalled;
+ok(!kill(0, $pid), 'SIGTERM ended the pausing worker');
+cmp_ok($exited, '<', 5, sprintf('without waiting out its pause (%.3f s)', $exited));
+is(rows_left('term'), '900', 'and nothing more was purged in between');
+
+$node->stop;
+done_testing();
