@@ -143,13 +143,14 @@ def main():
             runs = [v for (k, v) in tps.items() if k[0] == "worker" and k[3] == "worker_" + state]
             return statistics.median(runs[0]) if runs else None
         m_on, m_off, m_idle = worker_tps("on"), worker_tps("off"), worker_tps("idle")
+        m_off_idle = worker_tps("off_idle") or m_off
         if m_on and m_off:
             overhead = 1 - m_on / m_off
             done = [int(r[2]) for r in read_tsv(os.path.join(args.raw, "worker.tsv")) if r[0] == "on"]
             ok = overhead < 0.03
             verdicts.append(("worker overhead < 3%", f"{overhead * 100:.1f}%", ok))
-            idle_text = (f"; with the worker on but idle {m_idle:,.0f} ({(1 - m_idle / m_off) * 100:+.1f}%)"
-                         if m_idle else "")
+            idle_text = (f"; with the worker on but idle {m_idle:,.0f} tps against {m_off_idle:,.0f} off "
+                         f"({(1 - m_idle / m_off_idle) * 100:+.1f}%)" if m_idle else "")
             settings_file = os.path.join(args.raw, "worker_settings.txt")
             settings_text = ""
             if os.path.exists(settings_file):

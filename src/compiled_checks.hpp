@@ -3,7 +3,7 @@
 //
 // Postgres rebuilds a table's CHECK expressions in every statement that
 // writes it (ExecRelCheck: read each constraint's stored tree, plan it,
-// compile it), ~357,000 instructions per write for the key table's twelve
+// compile it), ~357,000 instructions per write for the key table's thirteen
 // constraints: more than half of a claim plus its completion. idem writes the
 // same table with the same statements all day, so it compiles those
 // expressions once and lends them to the executor of each of its own write

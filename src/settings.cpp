@@ -115,7 +115,7 @@ void define_worker_settings() {
       "idem.batch_delay", "Pause of the idem worker after each full batch.",
       "Paces a large backlog so that the worker leaves the machine to the requests; 0 works "
       "it off flat out.",
-      &worker_settings.batch_delay_ms, 200, 0, 60000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
+      &worker_settings.batch_delay_ms, 2000, 0, 60000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
       nullptr);
   DefineCustomBoolVariable(
       "idem.worker_enabled", "Whether the idem worker sweeps and purges.",

@@ -143,14 +143,23 @@ int64 run_batch_transaction(Statement statement, int32 limit, const char *activi
 }
 
 // Between two full batches the worker pauses for idem.batch_delay: a backlog
-// (a first start on a full table, a retention cut) is worked off at a pace
-// that leaves the CPU and the WAL to the requests instead of in one burst.
-// A SIGHUP or SIGTERM ends the pause at once.
+// (a first start on a full table, a shortened retention) is worked off at a
+// pace that leaves the CPU and the WAL to the requests instead of in one
+// burst. The pause lasts its full length even when the latch is set for
+// something else (a catch-up interrupt, say); a reload applies the new
+// delay counted from the same start, SIGTERM and disabling end it at once.
 void pause_between_batches() {
-  if (worker_settings.batch_delay_ms <= 0) return;
-  (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-                  worker_settings.batch_delay_ms, PG_WAIT_EXTENSION);
-  ResetLatch(MyLatch);
+  TimestampTz start = GetCurrentTimestamp();
+  for (;;) {
+    TimestampTz end = TimestampTzPlusMilliseconds(start, worker_settings.batch_delay_ms);
+    TimestampTz now = GetCurrentTimestamp();
+    if (now >= end || !worker_settings.enabled) return;
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+                    static_cast<long>((end - now + 999) / 1000), PG_WAIT_EXTENSION);
+    ResetLatch(MyLatch);
+    CHECK_FOR_INTERRUPTS();
+    reload_settings_if_requested();
+  }
 }
 
 // Batch after batch while batches come back full, yielding to SIGTERM (and

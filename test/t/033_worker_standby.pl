@@ -6,6 +6,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemWorkerTest qw(expired_outcomes_sql);
 
 my $primary = PostgreSQL::Test::Cluster->new('worker_primary');
 $primary->init(allows_streaming => 1);
@@ -13,14 +16,7 @@ $primary->init(allows_streaming => 1);
 $primary->append_conf('postgresql.conf',
 	"shared_preload_libraries = 'idem'\nidem.naptime = 1\nidem.worker_enabled = off\n");
 $primary->start;
-$primary->safe_psql('postgres', q{
-CREATE EXTENSION idem;
-INSERT INTO idem.idempotency_request (scope, key, request_hash, status, recovery_point, fence,
-    claimed_at, created_at, updated_at, finished_at, expires_at, response_code)
-SELECT 'old', g::text, 'h', 'succeeded', 'finished', nextval('idem.fence_seq'),
-    now() - interval '2 days', now() - interval '2 days', now() - interval '2 days',
-    now() - interval '2 days', now() - interval '1 day', 200
-FROM generate_series(1, 1000) g;
+$primary->safe_psql('postgres', 'CREATE EXTENSION idem; ' . expired_outcomes_sql('old', 1000) . q{
 INSERT INTO idem.idempotency_request (scope, key, request_hash, status, fence, claimed_at,
     locked_until, created_at, updated_at, expires_at)
 SELECT 'zombie', g::text, 'h', 'processing', nextval('idem.fence_seq'), now() - interval '1 hour',

@@ -7,6 +7,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemWorkerTest qw(expired_outcomes_sql);
 
 my $node = PostgreSQL::Test::Cluster->new('worker_signals');
 $node->init;
@@ -28,12 +31,7 @@ SELECT extract(epoch FROM last_round_start), extract(epoch FROM last_round_end)
 FROM idem.worker_status WHERE database = 'postgres'});
 }
 
-sub set_and_reload
-{
-	my ($setting, $value) = @_;
-	$node->safe_psql('postgres', "ALTER SYSTEM SET $setting = '$value'");
-	$node->reload;
-}
+sub set_and_reload { IdemWorkerTest::set_and_reload($node, @_); }
 
 sub worker_pid
 {
@@ -61,13 +59,7 @@ set_and_reload('idem.worker_enabled', 'off');
 $node->poll_query_until('postgres',
 	q{SELECT state = 'disabled' FROM idem.worker_status WHERE database = 'postgres'})
   or die 'worker not disabled';
-$node->safe_psql('postgres', q{
-INSERT INTO idem.idempotency_request (scope, key, request_hash, status, recovery_point, fence,
-    claimed_at, created_at, updated_at, finished_at, expires_at, response_code)
-SELECT 'old', g::text, 'h', 'succeeded', 'finished', nextval('idem.fence_seq'),
-    now() - interval '2 days', now() - interval '2 days', now() - interval '2 days',
-    now() - interval '2 days', now() - interval '1 day', 200
-FROM generate_series(1, 200000) g});
+$node->safe_psql('postgres', expired_outcomes_sql('old', 200000));
 $node->safe_psql('postgres', "ALTER SYSTEM SET idem.batch_size = 200");
 set_and_reload('idem.worker_enabled', 'on');
 ok( $node->poll_query_until(

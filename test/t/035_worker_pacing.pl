@@ -7,6 +7,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemWorkerTest qw(expired_outcomes_sql);
 
 my $node = PostgreSQL::Test::Cluster->new('worker_pacing');
 $node->init;
@@ -18,23 +21,13 @@ $node->safe_psql('postgres', 'CREATE EXTENSION idem');
 is( $node->safe_psql(
 		'postgres',
 		q{SELECT format('%s %s %s %s', context, unit, boot_val, min_val) FROM pg_settings WHERE name = 'idem.batch_delay'}),
-	'sighup ms 200 0', 'idem.batch_delay: milliseconds, reload, 200 by default, 0 allowed');
+	'sighup ms 2000 0', 'idem.batch_delay: milliseconds, reload, 2000 (2 s) by default, 0 allowed');
 
-sub set_and_reload {
-	my ($name, $value) = @_;
-	$node->safe_psql('postgres', "ALTER SYSTEM SET $name = '$value'");
-	$node->reload;
-}
+sub set_and_reload { IdemWorkerTest::set_and_reload($node, @_); }
 
 sub add_expired {  # n expired outcomes in scope s
 	my ($s, $n) = @_;
-	$node->safe_psql('postgres', qq{
-INSERT INTO idem.idempotency_request (scope, key, request_hash, status, recovery_point, fence,
-    claimed_at, created_at, updated_at, finished_at, expires_at, response_code)
-SELECT '$s', g::text, 'h', 'succeeded', 'finished', nextval('idem.fence_seq'),
-    now() - interval '2 days', now() - interval '2 days', now() - interval '2 days',
-    now() - interval '2 days', now() - interval '1 day', 200
-FROM generate_series(1, $n) g});
+	$node->safe_psql('postgres', expired_outcomes_sql($s, $n));
 }
 
 sub rows_left {
