@@ -20,14 +20,14 @@ namespace idem {
 namespace stats {
 
 // One counter per event; the order is the order of the columns of idem.stats.
-// The first six follow idem.claim_kind (and ClaimKind) label by label.
+// The first six are the claim kinds, taken from ClaimKind (count_claim).
 enum class Counter {
-  new_claim,
-  replay_success,
-  processing_active,
-  processing_stale,
-  retryable_failure,
-  final_failure,
+  new_claim = static_cast<int>(ClaimKind::new_claim),
+  replay_success = static_cast<int>(ClaimKind::replay_success),
+  processing_active = static_cast<int>(ClaimKind::processing_active),
+  processing_stale = static_cast<int>(ClaimKind::processing_stale),
+  retryable_failure = static_cast<int>(ClaimKind::retryable_failure),
+  final_failure = static_cast<int>(ClaimKind::final_failure),
   request_mismatches,  // P4002 raised by a claim
   stale_fences,        // P4012 raised by an owner's write
   marked_succeeded,
@@ -38,6 +38,10 @@ enum class Counter {
   rows_purged,
   worker_rounds,
 };
+// The columns after the claim kinds follow them without a gap.
+static_assert(static_cast<int>(Counter::request_mismatches) ==
+                  static_cast<int>(ClaimKind::final_failure) + 1,
+              "idem.stats columns: the claim kinds come first, in ClaimKind order");
 inline constexpr int counter_count = static_cast<int>(Counter::worker_rounds) + 1;
 
 // Databases with a row of their own; events of any further database are

@@ -18,6 +18,16 @@ EXCEPTION WHEN OTHERS THEN
       || E'\n  hint: ' || coalesce(nullif(hint, ''), '(none)');
 END $$;
 
+-- SQLSTATE and message only, for errors whose details name fences or
+-- times that depend on test order.
+CREATE FUNCTION state_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE statement;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
 -- Ages a key as if time had passed: its lock and/or its expiry are over.
 CREATE FUNCTION age_key(p_scope text, p_key text, lock_over boolean, expired boolean)
 RETURNS void LANGUAGE sql AS $$

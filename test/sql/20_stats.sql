@@ -22,14 +22,6 @@ BEGIN
   UPDATE stats_seen SET seen = current;
   RETURN coalesce(moved, 'nothing');
 END $$;
--- SQLSTATE and message only: details name fences, which depend on test order.
-CREATE FUNCTION state_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE statement;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 
 -- The view: one row for this database, the documented columns.
 SELECT array_agg(attname ORDER BY attnum) AS columns
