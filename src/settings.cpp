@@ -40,7 +40,7 @@ namespace idem {
 
 static_assert(NAMEDATALEN == 64, "parse_worker_databases assumes NAMEDATALEN 64");
 
-WorkerSettings worker_settings = {nullptr, 60, 10000, true};
+WorkerSettings worker_settings = {nullptr, 60, 10000, 2000, true};
 
 int parse_worker_databases(const char *list, char (*names)[64], int max_names) {
   char *copy = pstrdup(list);

@@ -21,11 +21,11 @@ tally() {  # suite passed failed
 }
 
 # pg_regress and pg_isolation_regress: one test a file.
-run_regress() {  # suite driver dir-of-inputs tests...
-  local suite=$1 driver=$2 log="$OUT/$1.log"
-  shift 2
+run_regress() {  # suite driver inputdir tests...
+  local suite=$1 driver=$2 inputdir=$3 log="$OUT/$1.log"
+  shift 3
   local count=$#
-  "$driver" --inputdir=test --outputdir="$OUT/$suite" --bindir="$(dirname "$(command -v psql)")" \
+  "$driver" --inputdir="$inputdir" --outputdir="$OUT/$suite" --bindir="$(dirname "$(command -v psql)")" \
     --host="$PGHOST" --port="$PGPORT" --user=postgres --dbname="idem_$suite" "$@" >"$log" 2>&1
   local bad
   bad=$(grep -oE '^ *[0-9]+ of [0-9]+ tests failed' "$log" | awk '{print $1}')
@@ -59,11 +59,11 @@ if wanted unit && [ -f test/unit/run.sh ]; then
 fi
 
 wanted regress && echo "==> pg_regress" &&
-run_regress regress "$PGXS_DIR/src/test/regress/pg_regress" \
-  $(ls test/sql/*.sql | xargs -n1 basename | sed 's/\.sql$//')
+run_regress regress "$PGXS_DIR/src/test/regress/pg_regress" . \
+  $(ls sql/*.sql | xargs -n1 basename | grep -v '^idem--' | sed 's/\.sql$//')
 
 wanted isolation && echo "==> isolation" &&
-run_regress isolation "$PGXS_DIR/src/test/isolation/pg_isolation_regress" \
+run_regress isolation "$PGXS_DIR/src/test/isolation/pg_isolation_regress" test \
   $(ls test/specs/*.spec | xargs -n1 basename | sed 's/\.spec$//')
 
 if wanted pgtap; then
