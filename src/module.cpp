@@ -1,5 +1,4 @@
 // Library entry: the magic block and _PG_init.
-#include "compiled_checks.hpp"
 #include "pg.hpp"
 #include "settings.hpp"
 #include "stats.hpp"
@@ -16,7 +15,6 @@ void _PG_init(void) {
   idem::stats::request_shared_memory();
   idem::define_worker_settings();
   idem::register_background_workers();
-  idem::compiled_checks::install();
   MarkGUCPrefixReserved("idem");
 }
 }

@@ -1,6 +1,5 @@
 #include "statements.hpp"
 
-#include "compiled_checks.hpp"
 #include "errors.hpp"
 
 namespace idem {
@@ -244,7 +243,7 @@ SPIPlanPtr plan_for(Statement statement) {
 
 uint64 execute_statement(Statement statement, Datum *values, const char *nulls) {
   SPIPlanPtr plan = plan_for(statement);
-  int result = compiled_checks::execute_plan(plan, values, nulls);
+  int result = SPI_execute_plan(plan, values, nulls, false, 0);
   if (result != specs[static_cast<int>(statement)].expected_result)
     throw_spi_failure("SPI_execute_plan", result);
   return SPI_processed;
