@@ -1,9 +1,9 @@
 #!/usr/bin/env perl
-# The README's main job: an orders API that charges a card at a payment
-# provider (another database, through dblink), crashed at every boundary and
-# retried, printed as a timeline. Run by ../../run-demo on a throwaway
-# cluster; needs PGHOST/PGPORT (and PGUSER) of a cluster with idem
-# available, and creates (drops first) the databases it names.
+# The orders demo (README.md beside this file): an orders API that charges a
+# card at a payment provider (another database, through dblink), crashed at
+# every boundary and retried, printed as a timeline. Run by ../../run-demo on
+# a throwaway cluster; needs PGHOST/PGPORT (and PGUSER) of a cluster with
+# idem available, and creates (drops first) the databases it names.
 use strict;
 use warnings;
 use FindBin;
