@@ -7,11 +7,13 @@
 use strict;
 use warnings;
 use DBI;
+use FindBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $tree = $ENV{IDEM_TREE} // die 'IDEM_TREE must name the source tree (test/suites.sh sets it)';
+# The tree with sql/, expected/ and test/ (test/suites.sh passes its copy).
+my $tree = $ENV{IDEM_TREE} // "$FindBin::RealBin/../..";
 
 my $node = PostgreSQL::Test::Cluster->new('upgrade');
 $node->init;
@@ -317,6 +319,7 @@ my @specs = map { m{/([^/]+)\.spec$} ? $1 : () } glob("$tree/test/specs/*.spec")
 my @common = ('--use-existing', "--dbname=$contract", "--bindir=$psql_dir",
 	'--host=' . $node->host, '--port=' . $node->port);
 (my $isolation = $ENV{PG_REGRESS}) =~ s{regress/pg_regress$}{isolation/pg_isolation_regress};
+die "no pg_isolation_regress beside PG_REGRESS ($ENV{PG_REGRESS})" unless $isolation ne $ENV{PG_REGRESS} && -x $isolation;
 for my $suite ([ 'regress', $ENV{PG_REGRESS}, $tree, \@regress ],
 	[ 'isolation', $isolation, "$tree/test", \@specs ])
 {
