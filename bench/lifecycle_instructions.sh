@@ -8,7 +8,10 @@
 # Usage (as root, like ./run-tests; needs valgrind):
 #   bench/lifecycle_instructions.sh [N] [peers...]    default 500, all three
 # With KEEP=1 the callgrind files stay in the printed directory for
-# callgrind_annotate.
+# callgrind_annotate. To compare shapes of idem's table: IDEM_VERSION=1.0
+# installs that version of idem (its thirteen CHECK constraints), and
+# SHAPE=file.sql runs a file after idem is installed and before the floor and
+# the reference copy its table (bench/shapes/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -27,8 +30,11 @@ make_private_install "$WORK/install"
 mkdir -p "$WORK/cluster"
 [ "$(id -u)" -eq 0 ] && chown postgres "$WORK/cluster"
 start_cluster "$WORK/cluster" "${IDEM_BENCH_PORT:-55498}"
+psql -qAtX -v ON_ERROR_STOP=1 -d postgres \
+  -c "CREATE EXTENSION idem${IDEM_VERSION:+ VERSION '$IDEM_VERSION'}" >/dev/null
+[ -z "${SHAPE:-}" ] || psql -qAtX -v ON_ERROR_STOP=1 -d postgres -f "$SHAPE" >/dev/null
 for f in bench/reference.sql bench/floor/schema.sql; do
-  psql -qAtX -v ON_ERROR_STOP=1 -d postgres -c 'CREATE EXTENSION IF NOT EXISTS idem' -f "$f" >/dev/null
+  psql -qAtX -v ON_ERROR_STOP=1 -d postgres -f "$f" >/dev/null
 done
 stop_cluster "$WORK/cluster"
 mv "$WORK/cluster/data" "$WORK/template"

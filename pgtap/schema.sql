@@ -1,6 +1,6 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(65);
+SELECT plan(69);
 
 SELECT has_schema('idem');
 SELECT has_extension('idem');
@@ -47,9 +47,24 @@ SELECT col_not_null('idem', 'idempotency_request', c, c || ' is NOT NULL')
   FROM unnest(ARRAY['scope', 'key', 'request_hash', 'status', 'recovery_point', 'fence',
                     'attempt_count', 'expires_at']) AS c;
 SELECT has_check('idem', 'idempotency_request', 'the table has CHECK constraints');
-SELECT cmp_ok((SELECT count(*)::int FROM pg_constraint
-                WHERE conrelid = 'idem.idempotency_request'::regclass AND contype = 'c'), '>=', 12,
-              'at least twelve invariants are enforced');
+-- 1.1: one CHECK calling one C function that enforces 1.0's thirteen rules.
+SELECT is((SELECT array_agg(conname::text) FROM pg_constraint
+            WHERE conrelid = 'idem.idempotency_request'::regclass AND contype = 'c'),
+          ARRAY['idempotency_request_invariants'], 'one CHECK constraint holds the invariants');
+SELECT is((SELECT pg_get_constraintdef(oid) FROM pg_constraint
+            WHERE conrelid = 'idem.idempotency_request'::regclass
+              AND conname = 'idempotency_request_invariants'),
+  'CHECK (idem.request_invariants_hold(scope, key, request_hash, status, recovery_point, fence, attempt_count, locked_until, response_code, response_body, failure_code, failure_message, created_at, finished_at, expires_at))',
+  'the invariants constraint passes every column the rules read');
+SELECT function_returns('idem', 'request_invariants_hold', ARRAY['text', 'text', 'text',
+  'idem.idempotency_status', 'text', 'bigint', 'integer', 'timestamp with time zone', 'integer',
+  'jsonb', 'text', 'text', 'timestamp with time zone', 'timestamp with time zone',
+  'timestamp with time zone'], 'boolean');
+SELECT is((SELECT row(provolatile, proparallel, proisstrict, prosecdef)::text
+             FROM pg_proc WHERE oid = 'idem.request_invariants_hold'::regproc),
+          '(i,s,f,f)', 'request_invariants_hold is immutable, parallel safe, not strict, not a definer');
+SELECT ok(has_function_privilege('public', 'idem.request_invariants_hold'::regproc, 'EXECUTE'),
+          'PUBLIC may execute request_invariants_hold (a CHECK runs it as the writing role)');
 SELECT has_index('idem', 'idempotency_request', 'idempotency_request_sweep_idx', ARRAY['locked_until'], 'sweeper index');
 SELECT has_index('idem', 'idempotency_request', 'idempotency_request_purge_idx', ARRAY['expires_at'], 'purger index');
 SELECT is(pg_get_expr(indpred, indrelid), '(status = ''processing''::idem.idempotency_status)', 'sweeper index covers processing rows only')

@@ -1,6 +1,10 @@
 -- Install idem and a helper that shows an error's SQLSTATE, message, detail
 -- and hint without the C source locations VERBOSITY verbose would print.
-CREATE EXTENSION idem;
+-- IF NOT EXISTS, quietly: test/t/040_upgrade.pl runs these files again on a
+-- database whose idem was created at 1.0 and updated.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idem;
+RESET client_min_messages;
 SELECT extname, extversion, extrelocatable, nspname
   FROM pg_extension JOIN pg_namespace n ON n.oid = extnamespace WHERE extname = 'idem';
 

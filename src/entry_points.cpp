@@ -2,6 +2,7 @@
 // the C++ body (guard.hpp explains the error boundary).
 #include "guard.hpp"
 #include "hashing.hpp"
+#include "invariants.hpp"
 #include "keystore.hpp"
 #include "worker_status.hpp"
 
@@ -36,4 +37,5 @@ IDEM_SQL_FUNCTION(sweep_stale, idem::sweep_stale)
 IDEM_SQL_FUNCTION(request_hash_jsonb, request_hash_jsonb)
 IDEM_SQL_FUNCTION(request_hash_bytea, request_hash_bytea)
 IDEM_SQL_FUNCTION(worker_status, idem::worker_status)
+IDEM_SQL_FUNCTION(request_invariants_hold, idem::request_invariants_hold)
 }

@@ -5,6 +5,10 @@
 -- RETURNING to claim, an UPDATE by primary key to record the outcome.
 -- Whatever idem adds on top of that (classification, fencing checks, the
 -- function call) is what the floor ratio measures.
+-- LIKE ... INCLUDING ALL copies the constraints too: since idem 1.1 that is
+-- NOT NULL on the columns and one CHECK calling idem.request_invariants_hold()
+-- (the C function that enforces 1.0's thirteen rules), so the floor pays for
+-- its invariants exactly what idem pays, and needs idem installed.
 
 CREATE SCHEMA floor;
 CREATE SEQUENCE floor.fence_seq AS bigint MINVALUE 1 NO CYCLE;

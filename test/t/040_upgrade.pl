@@ -1,0 +1,332 @@
+# ALTER EXTENSION idem UPDATE from the released 1.0: keys in every status
+# survive it unchanged and keep working (replays answer the same bytes, fences
+# keep rising, owners complete their keys); the one CHECK of 1.1 refuses what
+# 1.0's thirteen refused, naming the same rule; a fresh 1.1 install and an
+# updated one have the same schema; the contract suites pass on an updated
+# install.
+use strict;
+use warnings;
+use DBI;
+use FindBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+# The tree with sql/, expected/ and test/ (test/suites.sh passes its copy).
+my $tree = $ENV{IDEM_TREE} // "$FindBin::RealBin/../..";
+
+my $node = PostgreSQL::Test::Cluster->new('upgrade');
+$node->init;
+# The configuration `make installcheck` uses, so the contract suites below
+# see the server they expect.
+$node->append_conf('postgresql.conf', slurp_file("$tree/test/installcheck.conf"));
+$node->start;
+
+sub sql { my ($db, $query) = @_; return $node->safe_psql($db, $query); }
+
+# Creates a database the way pg_regress does for its suites.
+sub create_database {
+	my ($db) = @_;
+	sql('postgres', qq{CREATE DATABASE "$db" TEMPLATE = template0});
+	sql('postgres', join '', map { qq{ALTER DATABASE "$db" SET $_;} }
+		  "lc_messages TO 'C'", "lc_monetary TO 'C'", "lc_numeric TO 'C'",
+		  "lc_time TO 'C'", "bytea_output TO 'hex'", "timezone_abbreviations TO 'Default'");
+}
+
+sub install_1_0 {
+	my ($db) = @_;
+	sql($db, q{CREATE EXTENSION idem VERSION '1.0'});
+	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.0',
+		"$db: idem installed at 1.0");
+}
+
+sub update_idem {
+	my ($db) = @_;
+	sql($db, 'ALTER EXTENSION idem UPDATE');
+	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.1',
+		"$db: idem updated to 1.1");
+}
+
+sub check_constraints {
+	my ($db) = @_;
+	return sql($db, q{
+SELECT string_agg(conname || CASE WHEN convalidated THEN '' ELSE ' NOT VALID' END, ', ' ORDER BY conname)
+  FROM pg_constraint
+ WHERE conrelid = 'idem.idempotency_request'::regclass AND contype = 'c'});
+}
+
+# ---- 1.0, filled: a key in every status ----
+my $db = 'upgraded';
+create_database($db);
+install_1_0($db);
+my @rules_1_0 = split /\n/, sql($db, q{
+SELECT conname FROM pg_constraint
+ WHERE conrelid = 'idem.idempotency_request'::regclass AND contype = 'c' ORDER BY oid});
+is(scalar(@rules_1_0), 13, '1.0 has thirteen CHECK constraints');
+
+# Each 1.0 rule on a table of its own, kept to judge 1.1's function against
+# 1.0's own constraint text after the update. rule_order: 1.0's order.
+sql($db, q{
+CREATE TABLE rule_order AS
+SELECT row_number() OVER (ORDER BY oid) AS position, conname::text AS rule
+  FROM pg_constraint
+ WHERE conrelid = 'idem.idempotency_request'::regclass AND contype = 'c';
+DO $$
+DECLARE c record;
+BEGIN
+  FOR c IN SELECT conname, pg_get_constraintdef(oid) AS def FROM pg_constraint
+            WHERE conrelid = 'idem.idempotency_request'::regclass AND contype = 'c' LOOP
+    EXECUTE format('CREATE TABLE %I (LIKE idem.idempotency_request)', 'rule_' || c.conname);
+    EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I %s', 'rule_' || c.conname, c.conname, c.def);
+  END LOOP;
+END $$;
+});
+
+# Claims a key; returns its fence.
+sub claim {
+	my ($key, @args) = @_;
+	my $extra = @args ? ', ' . join(', ', @args) : '';
+	return sql($db, qq{SELECT fence FROM idem.claim_idempotency_key('up', '$key', 'h'$extra)});
+}
+
+my %fence;
+$fence{succeeded} = claim('succeeded');
+sql($db, qq{SELECT idem.mark_succeeded('up', 'succeeded', $fence{succeeded}, 201,
+  '{"order": {"id": 42, "note": "na\\u00efve \\u2603"}, "items": [1, 2.50, null]}', 'order', '42')});
+$fence{final} = claim('final');
+sql($db, qq{SELECT idem.mark_failed('up', 'final', $fence{final}, false, 'card_declined',
+  'The card was declined', 402, '{"error": "declined"}')});
+$fence{retryable} = claim('retryable');
+sql($db, qq{SELECT idem.mark_failed('up', 'retryable', $fence{retryable}, true, 'timeout', 'upstream timed out')});
+# Locks and expiries that run out at once, for the sweeper.
+for my $key (qw(abandoned abandoned_taken expired)) {
+	my $retention = $key eq 'expired' ? q{'1 millisecond'} : 'NULL';
+	$fence{$key} = claim($key, 'NULL', q{'1 millisecond'}, $retention);
+	sql($db, qq{SELECT idem.set_recovery_point('up', '$key', $fence{$key}, 'reserved')});
+}
+$fence{expired_success} = claim('expired_success', 'NULL', 'NULL', q{'1 millisecond'});
+sql($db, qq{SELECT idem.mark_succeeded('up', 'expired_success', $fence{expired_success}, 200)});
+$node->poll_query_until($db, q{
+SELECT bool_and(CASE key
+                  WHEN 'expired_success' THEN expires_at < clock_timestamp()
+                  WHEN 'expired' THEN locked_until < clock_timestamp() AND expires_at < clock_timestamp()
+                  ELSE locked_until < clock_timestamp() END)
+  FROM idem.idempotency_request
+ WHERE key IN ('abandoned', 'abandoned_taken', 'expired', 'expired_success')})
+  or die 'the short locks and expiries did not run out';
+is(sql($db, 'SELECT idem.sweep_stale()'), '3', 'sweeper: two keys abandoned, one expired');
+
+# The in-flight key's owner: a session that claimed before the update and
+# completes after it, with the plans it prepared under 1.0.
+my $owner = DBI->connect('dbi:Pg:dbname=' . $db . ';host=' . $node->host . ';port=' . $node->port,
+	'', '', { AutoCommit => 1, RaiseError => 1, PrintError => 0 })
+  or die "cannot connect: $DBI::errstr";
+($fence{processing}) = $owner->selectrow_array(
+	q{SELECT fence FROM idem.claim_idempotency_key('up', 'processing', 'h', lock_timeout => '1 hour')});
+$owner->do(q{SELECT idem.set_recovery_point('up', 'processing', ?, 'charged')}, undef, $fence{processing});
+
+is(sql($db, q{SELECT string_agg(key || ' ' || status || ' ' || recovery_point || ' ' || coalesce(failure_code, '-'), ', ' ORDER BY key)
+               FROM idem.idempotency_request}),
+	'abandoned failed_retryable reserved abandoned, abandoned_taken failed_retryable reserved abandoned, '
+	  . 'expired failed_final reserved expired, expired_success succeeded finished -, '
+	  . 'final failed_final started card_declined, processing processing charged -, '
+	  . 'retryable failed_retryable started timeout, succeeded succeeded finished -',
+	'1.0 holds a key in every status');
+
+# What must not change: every stored row, and the answers of the keys that
+# replay (a success, a final failure, an in-flight key).
+my $rows_sql = q{SELECT string_agg(row_to_json(r)::text, E'\n' ORDER BY key) FROM idem.idempotency_request r};
+my $replays_sql = q{SELECT string_agg(k || ' ' || (idem.claim_idempotency_key('up', k, 'h'))::text, E'\n' ORDER BY k)
+                      FROM unnest(ARRAY['succeeded', 'final', 'processing']) k};
+my $rows_before = sql($db, $rows_sql);
+my $replays_before = sql($db, $replays_sql);
+like($replays_before,
+	qr/^final \(final_failure,,1,started,402,.*\nprocessing \(processing_active,,1,charged,.*\nsucceeded \(replay_success,,1,finished,201,.*""items"": \[1, 2\.50, null\]/s,
+	'replays before the update');
+my $last_fence = sql($db, 'SELECT last_value FROM idem.fence_seq');
+
+# ---- the update ----
+update_idem($db);
+is(check_constraints($db), 'idempotency_request_invariants NOT VALID',
+	'thirteen constraints replaced by one, left NOT VALID on a table with keys (no scan under the lock)');
+is(sql($db, $rows_sql), $rows_before, 'every stored row is unchanged');
+is(sql($db, $replays_sql), $replays_before, 'every replay answers the same bytes');
+
+# The owner completes its in-flight key from the session it claimed in.
+$owner->do(q{SELECT idem.mark_succeeded('up', 'processing', ?, 200, '{"charged": true}')}, undef, $fence{processing});
+$owner->disconnect;
+is(sql($db, q{SELECT kind || ' ' || response_body::text FROM idem.claim_idempotency_key('up', 'processing', 'h')}),
+	'replay_success {"charged": true}', 'the owner of an in-flight key completed it after the update');
+# The owner of a swept key completes it with its fence (no claim since).
+sql($db, qq{SELECT idem.mark_succeeded('up', 'abandoned', $fence{abandoned}, 201)});
+is(sql($db, q{SELECT status || ' ' || recovery_point FROM idem.idempotency_request WHERE key = 'abandoned'}),
+	'succeeded finished', 'the owner of an abandoned key completed it');
+
+# Fences keep rising: every ownership granted after the update, in order.
+my @after;
+for my $case ([ 'brand_new', 'new_claim' ], [ 'abandoned_taken', 'retryable_failure' ],
+	[ 'retryable', 'retryable_failure' ], [ 'expired', 'new_claim' ], [ 'expired_success', 'new_claim' ])
+{
+	my ($key, $kind) = @$case;
+	my ($got_kind, $fence, $point) = split /\|/, sql($db,
+		qq{SELECT kind, fence, recovery_point FROM idem.claim_idempotency_key('up', '$key', 'h')});
+	is($got_kind, $kind, "after the update, $key claims as $kind");
+	push @after, $fence;
+	is($point, 'reserved', 'the takeover resumes from the checkpoint') if $key eq 'abandoned_taken';
+}
+ok($after[0] > $last_fence, "the first fence after the update ($after[0]) exceeds every earlier one ($last_fence)");
+is_deeply([ sort { $a <=> $b } @after ], \@after, 'fences rise in claim order');
+is(scalar(keys %{ { map { $_ => 1 } @after } }), scalar(@after), 'no fence is issued twice');
+my (undef, undef, $stale_err) = $node->psql($db,
+	qq{\\set VERBOSITY verbose\nSELECT idem.mark_succeeded('up', 'retryable', $fence{retryable}, 200)});
+like($stale_err, qr/ERROR:  P4012:/, 'the 1.0 owner of a key taken over after the update is fenced off (P4012)');
+
+# A superuser's hand-written UPDATE that breaks an invariant is refused by the
+# database, on a row written before the update and on one written after.
+for my $case ([ 'final', 'locked_until = now()', 'outcome_is_unlocked_and_dated' ],
+	[ 'brand_new', q{recovery_point = 'finished'}, 'finished_means_succeeded' ])
+{
+	my ($key, $set, $rule) = @$case;
+	my (undef, undef, $err) = $node->psql($db,
+		qq{\\set VERBOSITY verbose\nUPDATE idem.idempotency_request SET $set WHERE scope = 'up' AND key = '$key'});
+	like($err, qr/ERROR:  23514: new row violates idem invariant "$rule"/, "hand-written UPDATE of $key: 23514 $rule");
+}
+
+# Every row written under 1.0 keeps 1.1's rules: validating scans them all.
+sql($db, 'ALTER TABLE idem.idempotency_request VALIDATE CONSTRAINT idempotency_request_invariants');
+is(check_constraints($db), 'idempotency_request_invariants', 'VALIDATE CONSTRAINT accepts every row');
+
+# ---- 1.1's function against 1.0's thirteen constraints ----
+# Rows that hold the rules for their status, with zero to two columns changed
+# at random (seeded); each row goes to the thirteen one-rule tables and to the
+# function. They must refuse the same rows, and the function must name the
+# first rule (in 1.0's order) that 1.0 found broken.
+sql($db, q{
+CREATE FUNCTION judge(n integer, OUT rows_tried integer, OUT accepted integer,
+                      OUT mismatches integer, OUT examples text, OUT named text[])
+LANGUAGE plpgsql AS $$
+DECLARE
+  statuses text[] := ARRAY['processing', 'succeeded', 'failed_retryable', 'failed_final'];
+  st text; sc text; k text; rh text; rp text; fe bigint; ac integer; lu timestamptz;
+  rc integer; rb jsonb; fc text; fm text; ca timestamptz; fa timestamptz; ea timestamptz;
+  broken text[]; verdict text; expected text; r record;
+BEGIN
+  PERFORM setseed(0.2026);
+  rows_tried := n; accepted := 0; mismatches := 0; examples := ''; named := '{}';
+  FOR i IN 1 .. n LOOP
+    st := statuses[1 + floor(random() * 4)::int];
+    sc := 'up'; k := 'k' || i; rh := 'h'; fe := i; ac := 1;
+    rp := CASE st WHEN 'succeeded' THEN 'finished' ELSE 'started' END;
+    lu := CASE st WHEN 'processing' THEN now() + interval '1 hour' END;
+    rc := CASE st WHEN 'succeeded' THEN 201 END;
+    rb := CASE st WHEN 'succeeded' THEN '{"ok": true}'::jsonb END;
+    fc := CASE WHEN st LIKE 'failed%' THEN 'boom' END;
+    fm := NULL;
+    ca := now();
+    fa := CASE WHEN st <> 'processing' THEN now() END;
+    ea := now() + interval '1 day';
+    FOR m IN 1 .. floor(random() * 3)::int LOOP
+      CASE 1 + floor(random() * 15)::int
+        WHEN 1 THEN sc := (ARRAY['', 'x', repeat('é', 255), repeat('é', 256), repeat('x', 256)])[1 + floor(random() * 5)::int];
+        WHEN 2 THEN k := (ARRAY['', 'y', repeat('ü', 255), repeat('ü', 256), repeat('y', 256)])[1 + floor(random() * 5)::int];
+        WHEN 3 THEN rh := (ARRAY['', 'h2'])[1 + floor(random() * 2)::int];
+        WHEN 4 THEN st := statuses[1 + floor(random() * 4)::int];
+        WHEN 5 THEN rp := (ARRAY['', 'finished', 'started', 'Finished'])[1 + floor(random() * 4)::int];
+        WHEN 6 THEN fe := (ARRAY[-1, 0, 1, 9223372036854775807])[1 + floor(random() * 4)::int];
+        WHEN 7 THEN ac := (ARRAY[-5, 0, 1, 2])[1 + floor(random() * 4)::int];
+        WHEN 8 THEN lu := (ARRAY[NULL, now()])[1 + floor(random() * 2)::int];
+        WHEN 9 THEN rc := (ARRAY[NULL, 99, 100, 200, 599, 600])[1 + floor(random() * 6)::int];
+        WHEN 10 THEN rb := (ARRAY[NULL, '{}', 'null'])[1 + floor(random() * 3)::int]::jsonb;
+        WHEN 11 THEN fc := (ARRAY[NULL, '', 'x'])[1 + floor(random() * 3)::int];
+        WHEN 12 THEN fm := (ARRAY[NULL, '', 'm'])[1 + floor(random() * 3)::int];
+        WHEN 13 THEN ca := (ARRAY[now() + interval '1 day', now() - interval '1 day', 'infinity', '-infinity'])[1 + floor(random() * 4)::int];
+        WHEN 14 THEN fa := (ARRAY[NULL, now()])[1 + floor(random() * 2)::int];
+        WHEN 15 THEN ea := (ARRAY[now(), 'infinity', '-infinity', now() + interval '1 day'])[1 + floor(random() * 4)::int];
+      END CASE;
+    END LOOP;
+    broken := '{}';
+    FOR r IN SELECT rule FROM rule_order ORDER BY position LOOP
+      BEGIN
+        EXECUTE format('INSERT INTO %I (scope, key, request_hash, status, recovery_point, fence, attempt_count,
+                          claimed_at, locked_until, response_code, response_body, failure_code, failure_message,
+                          created_at, updated_at, finished_at, expires_at)
+                        VALUES ($1, $2, $3, $4::idem.idempotency_status, $5, $6, $7, now(), $8, $9, $10, $11,
+                                $12, $13, now(), $14, $15)', 'rule_' || r.rule)
+          USING sc, k, rh, st, rp, fe, ac, lu, rc, rb, fc, fm, ca, fa, ea;
+      EXCEPTION WHEN check_violation THEN
+        broken := broken || r.rule;
+      END;
+    END LOOP;
+    BEGIN
+      PERFORM idem.request_invariants_hold(sc, k, rh, st::idem.idempotency_status, rp, fe, ac, lu,
+                                           rc, rb, fc, fm, ca, fa, ea);
+      verdict := NULL;
+    EXCEPTION WHEN check_violation THEN
+      verdict := substring(SQLERRM FROM 'invariant "([a-z_]+)"');
+    END;
+    expected := broken[1];
+    IF verdict IS NULL THEN accepted := accepted + 1; ELSE named := named || verdict; END IF;
+    IF verdict IS DISTINCT FROM expected THEN
+      mismatches := mismatches + 1;
+      IF mismatches <= 3 THEN
+        examples := examples || format(E'row %s: 1.0 broke %s, 1.1 named %s\n', i, broken, verdict);
+      END IF;
+    END IF;
+  END LOOP;
+END $$;
+});
+my ($tried, $accepted, $mismatches, $examples, $named) = split /\|/,
+  sql($db, q{SELECT rows_tried, accepted, mismatches, examples,
+                    (SELECT string_agg(x, ',' ORDER BY x COLLATE "C") FROM (SELECT DISTINCT x FROM unnest(named) x) d) FROM judge(3000)});
+note("equivalence: $tried rows, $accepted accepted by both");
+is($mismatches, 0, "1.0's constraints and 1.1's function refuse the same rows and name the same rule")
+  or diag($examples);
+ok($accepted >= 300 && $tried - $accepted >= 300, 'the sample holds both accepted and refused rows');
+is($named, join(',', sort @rules_1_0), 'every one of the thirteen rules was seen broken');
+
+# ---- the schema: a fresh 1.1 install and an updated one are the same ----
+# pg_dump --binary-upgrade writes out each member of the extension (a plain
+# dump writes only CREATE EXTENSION); OIDs and xids are left out.
+create_database('fresh');
+sql('fresh', 'CREATE EXTENSION idem');
+create_database('stepwise');
+install_1_0('stepwise');
+update_idem('stepwise');
+my %schema;
+for my $d (qw(fresh stepwise)) {
+	my $file = PostgreSQL::Test::Utils::tempdir . "/$d.sql";
+	$node->command_ok([ 'pg_dump', '--binary-upgrade', '--schema-only', '-f', $file, '-d', $d ],
+		"pg_dump --binary-upgrade of $d");
+	$schema{$d} = join '', grep {
+		!/binary_upgrade_set_next_|^\\(un)?restrict |relfrozenxid|^WHERE oid = '\d+';$/
+	} split /^/, slurp_file($file);
+	$schema{$d} =~ s/(binary_upgrade_create_empty_extension\(.*?)'\{[\d,]+\}'/$1'{config oids}'/;
+}
+like($schema{fresh}, qr/CONSTRAINT idempotency_request_invariants CHECK \(idem\.request_invariants_hold\(/,
+	'the dump shows the members (the invariants constraint)');
+is($schema{stepwise}, $schema{fresh}, 'CREATE EXTENSION idem and 1.0 + ALTER EXTENSION UPDATE build the same schema');
+is(check_constraints('fresh'), 'idempotency_request_invariants', 'a fresh install validates its constraint');
+
+# ---- the contract suites on an updated install ----
+my $contract = 'contract';
+create_database($contract);
+install_1_0($contract);
+update_idem($contract);
+my ($psql_dir) = grep { -x "$_/psql" } split /:/, $ENV{PATH};
+my $out = PostgreSQL::Test::Utils::tempdir;
+my @regress = map { m{/([^/]+)\.sql$} ? $1 : () } grep { !m{/idem--} } glob("$tree/sql/*.sql");
+my @specs = map { m{/([^/]+)\.spec$} ? $1 : () } glob("$tree/test/specs/*.spec");
+my @common = ('--use-existing', "--dbname=$contract", "--bindir=$psql_dir",
+	'--host=' . $node->host, '--port=' . $node->port);
+(my $isolation = $ENV{PG_REGRESS}) =~ s{regress/pg_regress$}{isolation/pg_isolation_regress};
+die "no pg_isolation_regress beside PG_REGRESS ($ENV{PG_REGRESS})" unless $isolation ne $ENV{PG_REGRESS} && -x $isolation;
+for my $suite ([ 'regress', $ENV{PG_REGRESS}, $tree, \@regress ],
+	[ 'isolation', $isolation, "$tree/test", \@specs ])
+{
+	my ($name, $driver, $inputdir, $tests) = @$suite;
+	my $ok = $node->command_ok([ $driver, @common, "--inputdir=$inputdir", "--outputdir=$out/$name", @$tests ],
+		"the $name suite (" . scalar(@$tests) . ' files) passes on an updated install');
+	diag(slurp_file("$out/$name/regression.diffs")) if !$ok && -f "$out/$name/regression.diffs";
+}
+
+done_testing();
