@@ -31,7 +31,11 @@ CREATE TYPE ref.claim AS (
 
 CREATE SEQUENCE ref.fence_seq AS bigint MINVALUE 1 NO CYCLE;
 
-CREATE TABLE ref.idempotency_request (LIKE idem.idempotency_request INCLUDING ALL);
+-- The same rules as the floor's: thirteen plain-SQL CHECKs (bench/plain_invariants.sql).
+CREATE TABLE ref.idempotency_request
+    (LIKE idem.idempotency_request INCLUDING ALL EXCLUDING CONSTRAINTS);
+\set invariants_table ref.idempotency_request
+\ir plain_invariants.sql
 
 -- The claim as the design has it: the insert decides who creates the key,
 -- the row lock serialises everybody who finds it there.

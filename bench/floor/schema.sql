@@ -5,11 +5,13 @@
 -- RETURNING to claim, an UPDATE by primary key to record the outcome.
 -- Whatever idem adds on top of that (classification, fencing checks, the
 -- function call) is what the floor ratio measures.
--- LIKE ... INCLUDING ALL copies the constraints too: since idem 1.1 that is
--- NOT NULL on the columns and one CHECK calling idem.request_invariants_hold()
--- (the C function that enforces 1.0's thirteen rules), so the floor pays for
--- its invariants exactly what idem pays, and needs idem installed.
+-- The table has idem's columns, NOT NULLs and indexes, and the same rules as
+-- thirteen plain-SQL CHECK constraints (bench/plain_invariants.sql): what a
+-- client without idem's C function must write to keep the same invariants.
 
 CREATE SCHEMA floor;
 CREATE SEQUENCE floor.fence_seq AS bigint MINVALUE 1 NO CYCLE;
-CREATE TABLE floor.idempotency_request (LIKE idem.idempotency_request INCLUDING ALL);
+CREATE TABLE floor.idempotency_request
+    (LIKE idem.idempotency_request INCLUDING ALL EXCLUDING CONSTRAINTS);
+\set invariants_table floor.idempotency_request
+\ir ../plain_invariants.sql
