@@ -91,14 +91,21 @@ const Oid claim_column_types[claim_result_columns - 1] = {
 // exactly those columns (a library and a SQL script that disagree would
 // otherwise make it form a tuple past its arrays, or of the wrong types).
 void require_claim_type(TupleDesc desc) {
-  bool matches = desc->natts == claim_result_columns;
-  for (int i = 1; matches && i < claim_result_columns; ++i)
-    matches = TupleDescAttr(desc, i)->atttypid == claim_column_types[i - 1];
-  if (!matches)
-    throw Error(sqlstate::internal, "idem.claim does not have the columns this library returns",
-                psprintf("idem.claim has %d columns; the library returns %d (kind, fence, ..., "
-                         "expires_at)", desc->natts, claim_result_columns),
-                "Reinstall the extension: the library and its SQL script disagree.");
+  const char *detail = nullptr;
+  if (desc->natts != claim_result_columns)
+    detail = psprintf("idem.claim has %d columns; the library returns %d", desc->natts,
+                      claim_result_columns);
+  for (int i = 1; detail == nullptr && i < claim_result_columns; ++i) {
+    Form_pg_attribute attribute = TupleDescAttr(desc, i);
+    if (attribute->atttypid != claim_column_types[i - 1])
+      detail = psprintf("column %d (%s) of idem.claim is %s; the library returns %s", i + 1,
+                        NameStr(attribute->attname), format_type_be(attribute->atttypid),
+                        format_type_be(claim_column_types[i - 1]));
+  }
+  if (detail == nullptr) return;
+  // detail is formatted before the throw builds its std::strings: psprintf may longjmp.
+  throw Error(sqlstate::internal, "idem.claim does not have the columns this library returns",
+              detail, "Reinstall the extension: the library and its SQL script disagree.");
 }
 
 // Forms idem.claim in the current memory context from a row already copied

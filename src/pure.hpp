@@ -18,7 +18,7 @@
 // The pure headers (errors.hpp, classify.hpp, jcs.hpp, hashing.hpp) are
 // shared with Postgres-calling files, so they cannot carry the mark
 // themselves; they are checked through the pure .cpp files that include
-// them. test/unit/purity_check.sh proves that both orders fail to compile.
+// them. test/unit/boundary_check.sh proves that both orders fail to compile.
 #pragma once
 
 #define IDEM_PURE_TRANSLATION_UNIT 1

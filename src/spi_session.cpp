@@ -62,10 +62,12 @@ void spi_finish(SpiSession *session) {
 void spi_copy_row(const SpiSession *session, uint64 row, int natts, Datum *values, bool *nulls) {
   HeapTuple tuple = result_tuple(session, row, 1);
   TupleDesc desc = SPI_tuptable->tupdesc;
-  if (desc->natts != natts)
+  if (desc->natts != natts) {
+    // Formatted before the throw builds its std::strings: psprintf may longjmp.
+    const char *detail = psprintf("expected %d columns, got %d", natts, desc->natts);
     throw Error(sqlstate::internal, "idem: a statement returned an unexpected number of columns",
-                psprintf("expected %d columns, got %d", natts, desc->natts),
-                "This is a bug in idem; please report it.");
+                detail, "This is a bug in idem; please report it.");
+  }
   MemoryContext spi_context = MemoryContextSwitchTo(session->caller_context);
   HeapTuple copy = heap_copytuple(tuple);
   heap_deform_tuple(copy, desc, values, nulls);

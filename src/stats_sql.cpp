@@ -54,9 +54,13 @@ Datum stats_counters(FunctionCallInfo fcinfo) {
   require_counters("idem.stats");
   InitMaterializedSRF(fcinfo, 0);
   auto *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-  if (result->setDesc->natts != stats_columns)
+  if (result->setDesc->natts != stats_columns) {
+    // Formatted before the throw builds its std::strings: psprintf may longjmp.
+    const char *detail = psprintf("it returns %d columns; the library fills %d",
+                                  result->setDesc->natts, stats_columns);
     throw Error(sqlstate::internal, "idem.stats_counters() is declared with the wrong columns",
-                "", "Reinstall the extension: the library and its SQL script disagree.");
+                detail, "Reinstall the extension: the library and its SQL script disagree.");
+  }
   stats::row_for(MyDatabaseId);  // the current database shows, if only with zeros
   stats::for_each_row([result](stats::DatabaseCounters *row) { put_row(result, row); });
   return (Datum)0;

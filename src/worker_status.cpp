@@ -147,11 +147,13 @@ Datum worker_status(FunctionCallInfo fcinfo) {
                 "SELECT idem.sweep_stale(); SELECT idem.purge_expired(); yourself (pg_cron).");
   InitMaterializedSRF(fcinfo, 0);
   ReturnSetInfo *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-  if (result->setDesc->natts != worker_status_columns)
+  if (result->setDesc->natts != worker_status_columns) {
+    // Formatted before the throw builds its std::strings: psprintf may longjmp.
+    const char *detail = psprintf("it returns %d columns; the library fills %d",
+                                  result->setDesc->natts, worker_status_columns);
     throw Error(sqlstate::internal, "idem.worker_status() is declared with the wrong columns",
-                psprintf("it returns %d columns; the library fills %d", result->setDesc->natts,
-                         worker_status_columns),
-                "Reinstall the extension: the library and its SQL script disagree.");
+                detail, "Reinstall the extension: the library and its SQL script disagree.");
+  }
   for (int i = 0; i < worker_database_count(); ++i) {
     WorkerReport report;
     read_worker_report(i, &report);

@@ -7,7 +7,7 @@ set -euo pipefail
 
 # Sources without Postgres headers that unit tests link against; a file that
 # does not exist (yet) is skipped. hashing.cpp is pure too, but needs OpenSSL
-# and has no test of its own here; purity_check.sh compiles it.
+# and has no test of its own here; boundary_check.sh compiles it.
 PURE_SOURCES=(src/jcs.cpp src/classify.cpp)
 
 GTEST_DIR=/usr/src/googletest/googletest
@@ -121,11 +121,11 @@ else
   run_mode clang-asan-ubsan clang++-14 "${CLANG_FLAGS[@]}"
 fi
 
-# The compile-time boundary of src/pure.hpp (needs pg_config for the headers).
-if purity=$(bash test/unit/purity_check.sh "$build"); then :; fi
-echo "$purity"
-line=$(tail -n 1 <<<"$purity")
-if [[ $line =~ ^purity:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+# The compile-time checks of the error boundary (need pg_config for the headers).
+if boundary=$(bash test/unit/boundary_check.sh "$build"); then :; fi
+echo "$boundary"
+line=$(tail -n 1 <<<"$boundary")
+if [[ $line =~ ^boundary:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
   passed=$((passed + BASH_REMATCH[1]))
   failed=$((failed + BASH_REMATCH[2]))
 else
