@@ -50,7 +50,6 @@ struct SeenRow {
   bool nulls[claim_row_columns];
 };
 IDEM_LONGJMP_SAFE(SeenRow);
-IDEM_LONGJMP_SAFE(ClaimKindOids);
 
 Datum column(const SeenRow &row, int col) { return row.values[col - 1]; }
 bool true_and_not_null(const SeenRow &row, int col) {

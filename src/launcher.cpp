@@ -51,7 +51,6 @@ struct LaunchRecord {
   DatabaseAvailability reported;   // what it last logged about the database
   bool reported_no_slot;           // logged that no worker slot was free
 };
-IDEM_LONGJMP_SAFE(LaunchRecord);
 
 LaunchRecord records[max_worker_databases];
 

@@ -180,7 +180,6 @@ struct StatementSpec {
   Oid argtypes[max_params];
   int expected_result;  // SPI_OK_* code
 };
-IDEM_LONGJMP_SAFE(StatementSpec);
 
 const StatementSpec specs[] = {
     // claim_* share one parameter list (ClaimParam)

@@ -44,7 +44,6 @@ struct RoundTotals {
   uint64 purged;
   int batches;
 };
-IDEM_LONGJMP_SAFE(RoundTotals);
 RoundTotals round_totals;
 
 void release_entry_at_exit(int, Datum index) { release_worker_entry(DatumGetInt32(index)); }
