@@ -130,6 +130,18 @@ bool optional_response_code(FunctionCallInfo fcinfo, int argno, bool required,
   return true;
 }
 
+const Interval *require_finite_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+                                        const KeyName &name) {
+  const Interval *given = PG_GETARG_INTERVAL_P(argno);
+  if (!compat::interval_is_finite(given))
+    throw_key_error(sqlstate::bad_argument, psprintf("%s must be a finite interval", what), name,
+                    psprintf("Pass a positive %s such as '30 seconds', or NULL for the setting "
+                             "idem.%s%s.", what, what,
+                             strcmp(what, "retention") == 0
+                                 ? " (idem.retention = -1 keeps keys forever)" : ""));
+  return given;
+}
+
 bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
                          int setting_value, int64 setting_unit_usecs, TimestampTz now,
                          const KeyName &name, Interval *out) {
@@ -140,7 +152,7 @@ bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
     out->time = static_cast<int64>(setting_value) * setting_unit_usecs;
     return true;
   }
-  const Interval *given = PG_GETARG_INTERVAL_P(argno);
+  const Interval *given = require_finite_interval(fcinfo, argno, what, name);
   // Positive means "ends after now" on the calendar the claim will use: a
   // 30-day-month comparison would let '-1 mon 31 days' through, which adds
   // up to nothing after a 31-day month. Only mixed signs need the calendar;

@@ -12,6 +12,7 @@ struct KeyName {
   const char *scope;
   const char *key;
 };
+IDEM_LONGJMP_SAFE(KeyName);
 
 // Fetches scope and key (arguments 0 and 1) and checks them (P4000, P4001).
 // The returned texts are detoasted; name receives C strings for messages.
@@ -29,7 +30,13 @@ int32 require_batch_limit(FunctionCallInfo fcinfo, int argno);
 bool optional_response_code(FunctionCallInfo fcinfo, int argno, bool required,
                             const KeyName &name, int32 *code);
 
-// An interval argument that ends after `now`, or the setting's value when
+// A non-NULL interval argument that is finite: 'infinity' and '-infinity'
+// (PostgreSQL 17 on) are refused with P4004, since a lock or a retention
+// that never ends would keep a key from ever going stale or expiring.
+const Interval *require_finite_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+                                        const KeyName &name);
+
+// A finite interval argument that ends after `now`, or the setting's value when
 // NULL. Returns false (and leaves *out alone) when the result means "no
 // interval", which only idem.retention = -1 can mean.
 bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,

@@ -7,7 +7,7 @@
 #include "errors.hpp"
 #include "keystore.hpp"
 #include "settings.hpp"
-#include "statements.hpp"
+#include "spi_session.hpp"
 #include "stats.hpp"
 
 namespace idem {
@@ -41,29 +41,35 @@ Oid claim_kind_oid(Oid enum_type, ClaimKind kind) {
   return kind_oids.labels[static_cast<int>(kind)];
 }
 
+// The row a claim statement returned, copied into the caller's memory: it
+// outlives the SPI session, and its values may be passed to the next statement.
 struct SeenRow {
   bool inserted;
   ObservedRow observed;
   Datum values[claim_row_columns];
   bool nulls[claim_row_columns];
 };
+IDEM_LONGJMP_SAFE(SeenRow);
 
 Datum column(const SeenRow &row, int col) { return row.values[col - 1]; }
 bool true_and_not_null(const SeenRow &row, int col) {
   return !row.nulls[col - 1] && DatumGetBool(column(row, col));
 }
 
-void read_first_row(SeenRow *row) {
-  HeapTuple tuple = SPI_tuptable->vals[0];
-  TupleDesc desc = SPI_tuptable->tupdesc;
-  for (int col = 1; col <= claim_row_columns; ++col)
-    row->values[col - 1] = SPI_getbinval(tuple, desc, col, &row->nulls[col - 1]);
+[[noreturn]] void throw_unclassifiable_status(const char *status) {
+  throw Error(sqlstate::internal, "idempotency row has a status idem cannot classify",
+              std::string("status \"") + status + "\"", "This is a bug in idem; please report it.");
+}
+
+void read_first_row(const SpiSession *session, SeenRow *row) {
+  spi_copy_row(session, 0, claim_row_columns, row->values, row->nulls);
   row->inserted = true_and_not_null(*row, col_inserted);
   row->observed.exists = true;
-  const char *status = TextDatumGetCString(column(*row, col_status));
-  if (!parse_status(status, &row->observed.status))
-    throw Error(sqlstate::internal, "idempotency row has a status idem cannot classify",
-                std::string("status \"") + status + "\"", "This is a bug in idem; please report it.");
+  // The four labels are short; a longer one is none of them.
+  char status[32] = "";
+  if (!row->nulls[col_status - 1])
+    text_to_cstring_buffer(DatumGetTextPP(column(*row, col_status)), status, sizeof status);
+  if (!parse_status(status, &row->observed.status)) throw_unclassifiable_status(status);
   row->observed.same_request_hash = true_and_not_null(*row, col_same_hash);
   row->observed.lock_expired = true_and_not_null(*row, col_lock_expired);
   row->observed.expired = true_and_not_null(*row, col_expired);
@@ -74,9 +80,36 @@ bool grants_ownership(ClaimKind kind) {
          kind == ClaimKind::retryable_failure;
 }
 
-// Forms idem.claim in the caller's memory context, before SPI_finish frees the row.
-HeapTuple form_claim(TupleDesc desc, MemoryContext caller_context, ClaimKind kind,
-                     const SeenRow &row) {
+// The types of idem.claim after its kind, in ClaimColumn order from col_fence.
+const Oid claim_column_types[claim_result_columns - 1] = {
+    INT8OID, INT4OID, TEXTOID, INT4OID, JSONBOID, TEXTOID,
+    TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+};
+
+// form_claim writes claim_result_columns values: the result type must have
+// exactly those columns (a library and a SQL script that disagree would
+// otherwise make it form a tuple past its arrays, or of the wrong types).
+void require_claim_type(TupleDesc desc) {
+  const char *detail = nullptr;
+  if (desc->natts != claim_result_columns)
+    detail = psprintf("idem.claim has %d columns; the library returns %d", desc->natts,
+                      claim_result_columns);
+  for (int i = 1; detail == nullptr && i < claim_result_columns; ++i) {
+    Form_pg_attribute attribute = TupleDescAttr(desc, i);
+    if (attribute->atttypid != claim_column_types[i - 1])
+      detail = psprintf("column %d (%s) of idem.claim is %s; the library returns %s", i + 1,
+                        NameStr(attribute->attname), format_type_be(attribute->atttypid),
+                        format_type_be(claim_column_types[i - 1]));
+  }
+  if (detail == nullptr) return;
+  // detail is formatted before the throw builds its std::strings: psprintf may longjmp.
+  throw Error(sqlstate::internal, "idem.claim does not have the columns this library returns",
+              detail, "Reinstall the extension: the library and its SQL script disagree.");
+}
+
+// Forms idem.claim in the current memory context from a row already copied
+// out of SPI (so after spi_finish too).
+HeapTuple form_claim(TupleDesc desc, ClaimKind kind, const SeenRow &row) {
   Datum values[claim_result_columns];
   bool nulls[claim_result_columns];
   values[0] = ObjectIdGetDatum(claim_kind_oid(TupleDescAttr(desc, 0)->atttypid, kind));
@@ -91,14 +124,11 @@ HeapTuple form_claim(TupleDesc desc, MemoryContext caller_context, ClaimKind kin
     nulls[1 + col_failure_code - col_fence] = true;
     nulls[1 + col_failure_message - col_fence] = true;
   }
-  MemoryContext spi_context = MemoryContextSwitchTo(caller_context);
-  HeapTuple tuple = heap_form_tuple(desc, values, nulls);
-  MemoryContextSwitchTo(spi_context);
-  return tuple;
+  return heap_form_tuple(desc, values, nulls);
 }
 
-[[noreturn]] void refuse_write_when_read_only(const KeyName &name) {
-  SPI_finish();
+[[noreturn]] void refuse_write_when_read_only(SpiSession *session, const KeyName &name) {
+  spi_finish(session);
   throw_key_error(sqlstate::read_only,
                   "cannot claim this idempotency key in a read-only transaction", name,
                   "Only replays of finished keys work read-only; claiming a new, stale or "
@@ -125,7 +155,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   TupleDesc result_desc;
   if (get_call_result_type(fcinfo, nullptr, &result_desc) != TYPEFUNC_COMPOSITE)
     throw Error(sqlstate::internal, "claim_idempotency_key must return idem.claim");
-  MemoryContext caller_context = CurrentMemoryContext;
+  require_claim_type(result_desc);
 
   Datum params[claim_param_count];
   char nulls[claim_param_count];
@@ -144,7 +174,8 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   params[claim_seen_status] = Datum(0);
   nulls[claim_seen_status] = 'n';
 
-  if (SPI_connect() != SPI_OK_CONNECT) throw Error(sqlstate::internal, "SPI_connect failed");
+  SpiSession session;
+  spi_connect(&session);
   // A READ ONLY transaction (or a hot standby) may still replay.
   bool read_only = XactReadOnly;
   // Look first, write only what the observation calls for; any write that
@@ -154,16 +185,16 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   SeenRow row;
   for (int step = 0; step < max_claim_steps; ++step) {
     Statement ran = statement;
-    uint64 rows = execute_statement(ran, params, nulls);
+    uint64 rows = spi_run(&session, ran, params, nulls);
     statement = Statement::claim_observe;
     if (rows == 0) {
       if (ran == Statement::claim_observe) {
-        if (read_only) refuse_write_when_read_only(name);
+        if (read_only) refuse_write_when_read_only(&session, name);
         statement = Statement::claim_insert;
       }
       continue;
     }
-    read_first_row(&row);
+    read_first_row(&session, &row);
     ClaimKind kind;
     if (ran == Statement::claim_insert) {
       kind = ClaimKind::new_claim;
@@ -173,7 +204,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
       pending = classify(row.observed);
       switch (pending) {
         case Action::reject_mismatch:
-          SPI_finish();
+          spi_finish(&session);
           stats::count(stats::Counter::request_mismatches);
           throw_key_error(sqlstate::request_mismatch,
                           "idempotency key was already used for a different request", name,
@@ -194,7 +225,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
           break;
       }
       if (statement != Statement::claim_observe) {
-        if (read_only) refuse_write_when_read_only(name);
+        if (read_only) refuse_write_when_read_only(&session, name);
         params[claim_seen_fence] = column(row, col_fence);
         nulls[claim_seen_fence] = ' ';
         params[claim_seen_status] = column(row, col_status);
@@ -203,12 +234,12 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
       }
       kind = claim_kind_of(pending);
     }
-    HeapTuple result = form_claim(result_desc, caller_context, kind, row);
-    SPI_finish();
+    spi_finish(&session);
+    HeapTuple result = form_claim(result_desc, kind, row);
     stats::count_claim(kind);
     return HeapTupleGetDatum(result);
   }
-  SPI_finish();
+  spi_finish(&session);
   throw_key_error(sqlstate::contention,
                   "could not claim the idempotency key: it kept changing under contention",
                   name, "Retry the request; the key is being claimed by many requests at once.");

@@ -1,3 +1,5 @@
+#include "pure.hpp"
+
 #include "classify.hpp"
 
 #include <cstring>

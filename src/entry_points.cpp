@@ -1,41 +1,57 @@
-// The SQL-callable functions: thin extern "C" shims, each one guard around
-// the C++ body (guard.hpp explains the error boundary).
+// Every function Postgres calls by name: the SQL-callable functions (the
+// AS 'MODULE_PATHNAME', 'idem_<name>' of the extension scripts) and the
+// background workers' mains (bgw_function_name). Each is a thin extern "C"
+// shim around one guard (guard.hpp explains the error boundary); the bodies
+// live in the files named by the headers below. _PG_init is in module.cpp.
 #include "guard.hpp"
-#include "hashing.hpp"
 #include "invariants.hpp"
+#include "key_tools.hpp"
 #include "keystore.hpp"
+#include "request_hash.hpp"
+#include "stats_sql.hpp"
+#include "worker.hpp"
 #include "worker_status.hpp"
 
-namespace {
-
-Datum request_hash_jsonb(FunctionCallInfo fcinfo) {
-  Jsonb *document = PG_GETARG_JSONB_P(0);
-  char *json = JsonbToCString(nullptr, &document->root, VARSIZE(document));
-  // JCS hashes UTF-8; the server may store another encoding.
-  char *utf8 = pg_server_to_any(json, static_cast<int>(strlen(json)), PG_UTF8);
-  char hex[idem::sha256_hex_length + 1];
-  idem::canonical_json_sha256_hex(utf8, strlen(utf8), hex);
-  PG_RETURN_TEXT_P(cstring_to_text(hex));
-}
-
-Datum request_hash_bytea(FunctionCallInfo fcinfo) {
-  bytea *bytes = PG_GETARG_BYTEA_PP(0);
-  char hex[idem::sha256_hex_length + 1];
-  idem::sha256_hex(VARDATA_ANY(bytes), VARSIZE_ANY_EXHDR(bytes), hex);
-  PG_RETURN_TEXT_P(cstring_to_text(hex));
-}
-
-}  // namespace
-
 extern "C" {
+
+// The key store (DESIGN.md "Functions").
 IDEM_SQL_FUNCTION(claim_idempotency_key, idem::claim_idempotency_key)
 IDEM_SQL_FUNCTION(mark_succeeded, idem::mark_succeeded)
 IDEM_SQL_FUNCTION(mark_failed, idem::mark_failed)
 IDEM_SQL_FUNCTION(set_recovery_point, idem::set_recovery_point)
 IDEM_SQL_FUNCTION(purge_expired, idem::purge_expired)
 IDEM_SQL_FUNCTION(sweep_stale, idem::sweep_stale)
-IDEM_SQL_FUNCTION(request_hash_jsonb, request_hash_jsonb)
-IDEM_SQL_FUNCTION(request_hash_bytea, request_hash_bytea)
-IDEM_SQL_FUNCTION(worker_status, idem::worker_status)
+IDEM_SQL_FUNCTION(request_hash_jsonb, idem::request_hash_jsonb)
+IDEM_SQL_FUNCTION(request_hash_bytea, idem::request_hash_bytea)
+
+// The key table's CHECK constraint (invariants.hpp).
 IDEM_SQL_FUNCTION(request_invariants_hold, idem::request_invariants_hold)
+
+// The operator's surface: counters, worker status, by-key tools.
+IDEM_SQL_FUNCTION(stats_counters, idem::stats_counters)
+IDEM_SQL_FUNCTION(stats_reset, idem::stats_reset)
+IDEM_SQL_FUNCTION(worker_status, idem::worker_status)
+IDEM_SQL_FUNCTION(lookup, idem::lookup_key)
+IDEM_SQL_FUNCTION(evict, idem::evict_key)
+IDEM_SQL_FUNCTION(force_expire, idem::force_expire_key)
+
+// The background workers (worker.hpp). They never return normally: SIGTERM
+// and postmaster death end the process inside the body.
+PGDLLEXPORT void idem_launcher_main(Datum argument);
+PGDLLEXPORT void idem_worker_main(Datum argument);
+
+void idem_launcher_main(Datum argument) {
+  idem::run_guarded([argument]() -> Datum {
+    idem::launcher_main(argument);
+    return 0;
+  });
 }
+
+void idem_worker_main(Datum argument) {
+  idem::run_guarded([argument]() -> Datum {
+    idem::worker_main(argument);
+    return 0;
+  });
+}
+
+}  // extern "C"

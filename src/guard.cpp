@@ -21,6 +21,17 @@ void capture_error(CapturedError *out, const char *sqlstate, const char *message
   out->has_hint = hint[0] != '\0';
 }
 
+bool error_handling_intact(const ErrorHandlingState &entry, CapturedError *error) noexcept {
+  if (PG_exception_stack == entry.exception_stack) return true;
+  PG_exception_stack = entry.exception_stack;
+  error_context_stack = entry.context_stack;
+  capture_error(error, sqlstate::internal,
+                "idem left a PG_TRY block without PG_END_TRY",
+                "PG_exception_stack changed inside a guarded call.",
+                "This is a bug in idem; please report it.");
+  return false;
+}
+
 void report_captured_error(const CapturedError *error) {
   const char *s = error->sqlstate;
   ereport(ERROR, (errcode(MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4])),

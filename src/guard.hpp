@@ -10,7 +10,11 @@
 //   - run_guarded catches every exception, copies its text into fixed buffers
 //     on its own frame (no Postgres call inside a catch block, where a longjmp
 //     would strand the exception), and only after the catch has ended calls
-//     ereport().
+//     ereport();
+//   - it checks that the body left PG_exception_stack as it found it: a
+//     PG_TRY left by return, break or a C++ throw leaves it pointing into a
+//     dead frame, where the next ereport(ERROR) would jump. That is a bug in
+//     idem; the guard restores the stack and reports it (P4099) instead.
 #pragma once
 
 #include <cstring>
@@ -38,11 +42,30 @@ void capture_error(CapturedError *out, const char *sqlstate, const char *message
 // Raises the captured error with ereport(ERROR); never returns.
 [[noreturn]] void report_captured_error(const CapturedError *error);
 
+IDEM_LONGJMP_SAFE(CapturedError);
+
+// Where Postgres's error handling stood when a guard was entered.
+struct ErrorHandlingState {
+  sigjmp_buf *exception_stack;
+  ErrorContextCallback *context_stack;
+};
+IDEM_LONGJMP_SAFE(ErrorHandlingState);
+
+// True when PG_exception_stack is as it was at entry. Otherwise restores it
+// (and the error context stack) and describes the bug into *error.
+bool error_handling_intact(const ErrorHandlingState &entry, CapturedError *error) noexcept;
+
 template <typename Body>
 Datum run_guarded(Body &&body) {
+  // Postgres may longjmp through this frame and the body's: the lambda's
+  // captures must need no destructor either.
+  static_assert(std::is_trivially_destructible_v<std::remove_reference_t<Body>>,
+                "run_guarded's body must capture only trivially destructible values");
+  const ErrorHandlingState entry = {PG_exception_stack, error_context_stack};
   CapturedError error;
   try {
-    return body();
+    Datum result = body();
+    if (error_handling_intact(entry, &error)) return result;
   } catch (const Error &e) {
     capture_error(&error, e.sqlstate(), e.message().c_str(), e.detail().c_str(),
                   e.hint().c_str());
@@ -55,6 +78,9 @@ Datum run_guarded(Body &&body) {
     capture_error(&error, sqlstate::internal, "unknown C++ exception in idem", "",
                   "This is a bug in idem; please report it.");
   }
+  // An exception thrown out of a PG_TRY: the jump target is gone. The
+  // leftover state is the bug worth reporting, not the exception.
+  (void)error_handling_intact(entry, &error);
   report_captured_error(&error);
 }
 

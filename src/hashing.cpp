@@ -1,3 +1,5 @@
+#include "pure.hpp"
+
 #include "hashing.hpp"
 
 #include <openssl/evp.h>

@@ -1,6 +1,8 @@
 // RFC 8785 canonical JSON. The text is parsed into a flat tree (one Item per
 // value, no pointers), each object's members are sorted as it closes, and the
 // tree is then written out once: linear in the input, whatever its shape.
+#include "pure.hpp"
+
 #include "jcs.hpp"
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 
 #include "arguments.hpp"
 #include "errors.hpp"
-#include "statements.hpp"
+#include "spi_session.hpp"
 
 namespace idem {
 
@@ -31,42 +31,54 @@ void log_tool_use(const char *tool, const KeyName &name, const char *what) {
                        name.key, what)));
 }
 
-const char *status_and_fence(int status_column, int fence_column) {
+// What the log and the errors report about a row: its status and fence,
+// copied out of row 0 of the session's last result, so it outlives it.
+struct RowSummary {
+  const char *status;
+  const char *text;  // "status ..., fence ..."
+};
+IDEM_LONGJMP_SAFE(RowSummary);
+
+RowSummary summarize_row(const SpiSession *session, int status_column, int fence_column) {
   bool isnull;
-  int64 fence = DatumGetInt64(
-      SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, fence_column, &isnull));
-  const char *status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, status_column);
-  return psprintf("status %s, fence %lld", status, static_cast<long long>(fence));
+  int64 fence = spi_int64(session, 0, fence_column, &isnull);
+  const char *status = spi_copy_text(session, 0, status_column);
+  // While connected, the current context is SPI's own: format in the caller's.
+  MemoryContext spi_context = MemoryContextSwitchTo(session->caller_context);
+  const char *text = psprintf("status %s, fence %lld", status, static_cast<long long>(fence));
+  MemoryContextSwitchTo(spi_context);
+  return RowSummary{status, text};
 }
 
 // The tool's statement matched no row: the key is missing, or in flight and
 // force was not given. Logs the refusal, then raises it.
-[[noreturn]] void refuse(const char *tool, const KeyName &name, Datum *params) {
-  uint64 rows = execute_statement(Statement::owner_fence, params, nullptr);
+[[noreturn]] void refuse(SpiSession *session, const char *tool, const KeyName &name,
+                         Datum *params) {
+  uint64 rows = spi_run(session, Statement::owner_fence, params, nullptr);
+  RowSummary observed = {nullptr, nullptr};
+  if (rows != 0) observed = summarize_row(session, 2, 1);
+  spi_finish(session);
   if (rows == 0) {
-    SPI_finish();
     log_tool_use(tool, name, "refused: no such key");
     throw_key_error(sqlstate::key_not_found,
                     psprintf("idem.%s: idempotency key does not exist", tool), name,
                     "Check the scope and key with idem.lookup; an expired key may already "
                     "have been purged.");
   }
-  const char *status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-  const char *observed = status_and_fence(2, 1);
-  SPI_finish();
-  if (strcmp(status, "processing") != 0) {
+  if (strcmp(observed.status, "processing") != 0) {
     // The row changed between the tool's statement and this look.
-    log_tool_use(tool, name, psprintf("refused: the key changed meanwhile (%s)", observed));
+    log_tool_use(tool, name,
+                 psprintf("refused: the key changed meanwhile (%s)", observed.text));
     throw_key_error(sqlstate::contention,
                     psprintf("idem.%s: the idempotency key changed while being handled", tool),
-                    name, "Run the call again.", observed);
+                    name, "Run the call again.", observed.text);
   }
-  log_tool_use(tool, name, psprintf("refused: the key is in flight (%s)", observed));
+  log_tool_use(tool, name, psprintf("refused: the key is in flight (%s)", observed.text));
   throw_key_error(sqlstate::key_in_flight,
                   psprintf("idem.%s: idempotency key is being processed", tool), name,
                   "Its owner may still be working and would lose its outcome. Wait for it "
                   "(idem.lookup shows locked_until), or pass force => true to end it anyway.",
-                  observed);
+                  observed.text);
 }
 
 // Runs evict or force_expire; returns the row as it now is (or was, evicted).
@@ -79,15 +91,14 @@ Datum run_tool(FunctionCallInfo fcinfo, const char *tool, Statement statement,
   bool force = require_bool(fcinfo, 2, "force", name);
   Datum params[4] = {PointerGetDatum(scope), PointerGetDatum(key), BoolGetDatum(force),
                      TimestampTzGetDatum(GetCurrentTimestamp())};
-  if (SPI_connect() != SPI_OK_CONNECT) throw Error(sqlstate::internal, "SPI_connect failed");
-  if (execute_statement(statement, params, nullptr) == 0) refuse(tool, name, params);
-  log_tool_use(tool, name,
-               psprintf("%s (%s%s)", done, status_and_fence(tool_status, tool_fence),
-                        force ? ", forced" : ""));
+  SpiSession session;
+  spi_connect(&session);
+  if (spi_run(&session, statement, params, nullptr) == 0) refuse(&session, tool, name, params);
+  RowSummary changed = summarize_row(&session, tool_status, tool_fence);
   bool isnull;
-  Datum row = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, tool_row, &isnull);
-  Datum result = SPI_datumTransfer(row, false, -1);  // into the caller's memory
-  SPI_finish();
+  Datum result = spi_copy_datum(&session, 0, tool_row, &isnull);
+  spi_finish(&session);
+  log_tool_use(tool, name, psprintf("%s (%s%s)", done, changed.text, force ? ", forced" : ""));
   return result;
 }
 
@@ -101,24 +112,29 @@ Datum lookup_key(FunctionCallInfo fcinfo) {
   InitMaterializedSRF(fcinfo, 0);
   auto *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
   Datum params[2] = {PointerGetDatum(scope), PointerGetDatum(key)};
-  if (SPI_connect() != SPI_OK_CONNECT) throw Error(sqlstate::internal, "SPI_connect failed");
-  if (execute_statement(Statement::lookup_key, params, nullptr) == 0) {
-    SPI_finish();
+  SpiSession session;
+  spi_connect(&session);
+  uint64 rows = spi_run(&session, Statement::lookup_key, params, nullptr);
+  bool isnull = true;
+  Datum whole_row = Datum(0);
+  RowSummary found = {nullptr, nullptr};
+  if (rows != 0) {
+    whole_row = spi_copy_datum(&session, 0, tool_row, &isnull);
+    found = summarize_row(&session, tool_status, tool_fence);
+  }
+  spi_finish(&session);
+  if (rows == 0) {
     log_tool_use("lookup", name, "no such key");
     return (Datum)0;
   }
-  bool isnull;
-  HeapTupleHeader header = DatumGetHeapTupleHeader(
-      SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, tool_row, &isnull));
+  HeapTupleHeader header = DatumGetHeapTupleHeader(whole_row);
   HeapTupleData row;
   row.t_len = HeapTupleHeaderGetDatumLength(header);
   ItemPointerSetInvalid(&row.t_self);
   row.t_tableOid = InvalidOid;
   row.t_data = header;
   tuplestore_puttuple(result->setResult, &row);  // copies into the result's memory
-  const char *found = psprintf("found (%s)", status_and_fence(tool_status, tool_fence));
-  SPI_finish();
-  log_tool_use("lookup", name, found);
+  log_tool_use("lookup", name, psprintf("found (%s)", found.text));
   return (Datum)0;
 }
 

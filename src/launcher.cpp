@@ -173,7 +173,7 @@ void register_background_workers() {
   char databases[max_worker_databases][64];
   int count = parse_worker_databases(worker_settings.databases, databases, max_worker_databases);
   if (count < 0) count = 0;  // cannot happen: the check hook accepted the list
-  request_worker_status_memory(databases, count);
+  configure_worker_status(databases, count);
 
   BackgroundWorker launcher;
   fill_worker_common(&launcher);
@@ -215,14 +215,3 @@ void launcher_main(Datum) {
 }
 
 }  // namespace idem
-
-extern "C" {
-PGDLLEXPORT void idem_launcher_main(Datum argument);
-
-void idem_launcher_main(Datum argument) {
-  idem::run_guarded([argument]() -> Datum {
-    idem::launcher_main(argument);
-    return 0;
-  });
-}
-}

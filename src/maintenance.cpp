@@ -36,24 +36,22 @@ bool has_delete_triggers(Relation rel) {
 // instead of two. A row updated since the read (a claim took the key over)
 // is another version; the one read is no longer deleted. Triggers, which this
 // path would bypass, send the batch through a plain SQL DELETE instead.
-uint64 purge_batch(Datum *params) {
+uint64 purge_batch(SpiSession *session, Datum *params) {
   RangeVar *name = makeRangeVar(const_cast<char *>("idem"),
                                 const_cast<char *>("idempotency_request"), -1);
   Relation rel = table_openrv(name, RowExclusiveLock);
   if (has_delete_triggers(rel)) {
     table_close(rel, NoLock);
-    return execute_statement(Statement::purge_expired, params, nullptr);
+    return spi_run(session, Statement::purge_expired, params, nullptr);
   }
-  uint64 found = execute_statement(Statement::purge_candidates, params, nullptr);
+  uint64 found = spi_run(session, Statement::purge_candidates, params, nullptr);
   CommandId command = GetCurrentCommandId(true);
   uint64 deleted = 0;
   for (uint64 i = 0; i < found; ++i) {
-    bool isnull;
-    Datum tid = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+    ItemPointerData tid = spi_item_pointer(session, i, 1);
     TM_FailureData failure;
-    TM_Result result = table_tuple_delete(rel, reinterpret_cast<ItemPointer>(DatumGetPointer(tid)), command,
-                                          GetActiveSnapshot(), InvalidSnapshot, false, &failure,
-                                          false);
+    TM_Result result = table_tuple_delete(rel, &tid, command, GetActiveSnapshot(),
+                                          InvalidSnapshot, false, &failure, false);
     if (result == TM_Ok) deleted += 1;
   }
   table_close(rel, NoLock);
@@ -64,19 +62,20 @@ uint64 purge_batch(Datum *params) {
 
 }  // namespace
 
-uint64 run_maintenance_batch(Statement statement, int32 limit) {
+uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit) {
   Datum params[2] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit)};
-  if (statement == Statement::purge_expired) return purge_batch(params);
-  return execute_statement(statement, params, nullptr);
+  if (statement == Statement::purge_expired) return purge_batch(session, params);
+  return spi_run(session, statement, params, nullptr);
 }
 
 namespace {
 
 Datum run_batch(FunctionCallInfo fcinfo, Statement statement) {
   int32 limit = require_batch_limit(fcinfo, 0);
-  if (SPI_connect() != SPI_OK_CONNECT) throw Error(sqlstate::internal, "SPI_connect failed");
-  uint64 rows = run_maintenance_batch(statement, limit);
-  SPI_finish();
+  SpiSession session;
+  spi_connect(&session);
+  uint64 rows = run_maintenance_batch(&session, statement, limit);
+  spi_finish(&session);
   return Int64GetDatum(static_cast<int64>(rows));
 }
 

@@ -4,14 +4,14 @@
 #pragma once
 
 #include "pg.hpp"
-#include "statements.hpp"
+#include "spi_session.hpp"
 
 namespace idem {
 
 // Runs one bounded batch of Statement::sweep_stale or Statement::purge_expired
-// at the current time. SPI must be connected, inside the caller's
+// at the current time, in the connected session, inside the caller's
 // transaction. Returns the number of rows changed; fewer than limit means the
 // backlog is done (for now). May throw idem::Error.
-uint64 run_maintenance_batch(Statement statement, int32 limit);
+uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit);
 
 }  // namespace idem

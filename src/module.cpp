@@ -1,20 +1,24 @@
 // Library entry: the magic block and _PG_init.
 #include "pg.hpp"
 #include "settings.hpp"
-#include "stats.hpp"
+#include "shared_memory.hpp"
 #include "worker.hpp"
 
 extern "C" {
 
-PG_MODULE_MAGIC;
+// The library's version: that of the newest extension script it serves
+// (sql/idem--*.sql, idem.control's default_version once released).
+IDEM_MODULE_MAGIC("1.1");
 
 PGDLLEXPORT void _PG_init(void);
 
 void _PG_init(void) {
   idem::define_key_store_settings();
-  idem::stats::request_shared_memory();
   idem::define_worker_settings();
+  // Reads idem.database, which sizes the workers' status in shared memory:
+  // before the hooks that allocate it.
   idem::register_background_workers();
+  idem::install_shared_memory_hooks();
   MarkGUCPrefixReserved("idem");
 }
 }

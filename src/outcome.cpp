@@ -4,7 +4,7 @@
 #include "arguments.hpp"
 #include "errors.hpp"
 #include "keystore.hpp"
-#include "statements.hpp"
+#include "spi_session.hpp"
 #include "stats.hpp"
 
 namespace idem {
@@ -21,6 +21,10 @@ struct OwnerWrite {
   KeyName name;
   int64 fence;
 };
+IDEM_LONGJMP_SAFE(OwnerWrite);
+
+// Columns of Statement::owner_fence.
+enum OwnerFenceColumn { owner_fence_fence = 1, owner_fence_status };
 
 void begin_owner_write(FunctionCallInfo fcinfo, OwnerWrite *write) {
   text *scope;
@@ -40,22 +44,25 @@ void pass_argument(FunctionCallInfo fcinfo, int argno, OwnerWrite *write, int sl
   write->nulls[slot] = PG_ARGISNULL(argno) ? 'n' : ' ';
 }
 
-[[noreturn]] void explain_refusal(const OwnerWrite &write, const char *not_owned_sqlstate,
-                                  const char *operation) {
-  uint64 rows = execute_statement(Statement::owner_fence, const_cast<Datum *>(write.params),
-                                  write.nulls);
-  if (rows == 0) {
-    SPI_finish();
+// The write matched no row: look at the key once more (in the same session)
+// to tell the caller why.
+[[noreturn]] void explain_refusal(SpiSession *session, const OwnerWrite &write,
+                                  const char *not_owned_sqlstate, const char *operation) {
+  uint64 rows = spi_run(session, Statement::owner_fence, const_cast<Datum *>(write.params),
+                        write.nulls);
+  bool isnull = true;
+  int64 current_fence = 0;
+  const char *status = nullptr;
+  if (rows != 0) {
+    current_fence = spi_int64(session, 0, owner_fence_fence, &isnull);
+    status = spi_copy_text(session, 0, owner_fence_status);  // survives spi_finish
+  }
+  spi_finish(session);
+  if (rows == 0)
     throw_key_error(not_owned_sqlstate,
                     psprintf("%s: idempotency key does not exist", operation), write.name,
                     "Claim the key with idem.claim_idempotency_key first; it may have "
                     "expired and been purged.");
-  }
-  bool isnull;
-  int64 current_fence = DatumGetInt64(
-      SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-  const char *status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-  SPI_finish();
   if (current_fence > write.fence) {
     stats::count(stats::Counter::stale_fences);
     throw_key_error(sqlstate::stale_fence,
@@ -81,10 +88,11 @@ void pass_argument(FunctionCallInfo fcinfo, int argno, OwnerWrite *write, int sl
 // done: the counter of a write that found its row.
 Datum run_owner_write(Statement statement, OwnerWrite *write, const char *not_owned_sqlstate,
                       const char *operation, stats::Counter done) {
-  if (SPI_connect() != SPI_OK_CONNECT) throw Error(sqlstate::internal, "SPI_connect failed");
-  if (execute_statement(statement, write->params, write->nulls) == 0)
-    explain_refusal(*write, not_owned_sqlstate, operation);
-  SPI_finish();
+  SpiSession session;
+  spi_connect(&session);
+  if (spi_run(&session, statement, write->params, write->nulls) == 0)
+    explain_refusal(&session, *write, not_owned_sqlstate, operation);
+  spi_finish(&session);
   stats::count(done);
   return (Datum)0;
 }

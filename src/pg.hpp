@@ -2,6 +2,11 @@
 // functions must keep C linkage inside this C++ library.
 #pragma once
 
+// A pure C++ file (src/pure.hpp) must never reach the Postgres headers.
+#ifdef IDEM_PURE_TRANSLATION_UNIT
+#error "pg.hpp included in a pure C++ translation unit: move the Postgres call out of it"
+#endif
+
 extern "C" {
 #include "postgres.h"
 
@@ -20,3 +25,31 @@ extern "C" {
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
+
+#include "compat.hpp"
+
+#include <type_traits>
+
+// SPI hands out memory that SPI_finish frees. Only spi_session.cpp connects,
+// runs and reads results, copying what callers keep into their own memory
+// before it finishes, and only statements.cpp prepares; everywhere else these
+// names do not compile, so a string read from a result cannot outlive it.
+#ifndef IDEM_SPI_SESSION_IMPLEMENTATION
+#pragma GCC poison SPI_connect SPI_connect_ext SPI_finish SPI_execute SPI_exec SPI_execp
+#pragma GCC poison SPI_execute_plan SPI_execute_with_args SPI_execute_extended
+#pragma GCC poison SPI_execute_plan_extended SPI_execute_plan_with_paramlist
+#pragma GCC poison SPI_tuptable SPI_processed SPI_getvalue SPI_getbinval SPI_copytuple
+#pragma GCC poison SPI_datumTransfer SPI_palloc SPI_returntuple SPI_cursor_open
+#endif
+#ifndef IDEM_KEPT_STATEMENTS_IMPLEMENTATION
+#pragma GCC poison SPI_prepare SPI_prepare_params SPI_prepare_extended SPI_keepplan
+#pragma GCC poison SPI_saveplan
+#endif
+
+// For structs that live in frames Postgres may longjmp through (every frame
+// that calls Postgres): a longjmp skips destructors, so they must have none
+// that matters (ENGINEERING.md, "The error boundary").
+#define IDEM_LONGJMP_SAFE(Type)                                     \
+  static_assert(std::is_trivially_destructible_v<Type>,            \
+                #Type " lives in frames Postgres may longjmp through, " \
+                "so it must be trivially destructible")

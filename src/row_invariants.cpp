@@ -1,3 +1,5 @@
+#include "pure.hpp"
+
 #include "row_invariants.hpp"
 
 #include <string>

@@ -4,7 +4,8 @@
 // 1.1 keeps one constraint that calls idem.request_invariants_hold(), which
 // judges the row here (the shim is invariants.cpp). Each invariant keeps the
 // name its 1.0 constraint had, so an error still says which rule broke.
-// No Postgres header, so it is unit-tested on its own.
+// No Postgres header (row_invariants.cpp includes pure.hpp first), so it is
+// unit-tested on its own.
 #pragma once
 
 #include <cstddef>

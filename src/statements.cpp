@@ -1,3 +1,5 @@
+// SPI's plan calls: this file prepares and keeps; spi_session.cpp executes.
+#define IDEM_KEPT_STATEMENTS_IMPLEMENTATION 1
 #include "statements.hpp"
 
 #include "errors.hpp"
@@ -219,13 +221,6 @@ static_assert(statement_count == static_cast<int>(Statement::force_expire_key) +
 // when the objects behind them change (for example DROP/CREATE EXTENSION).
 SPIPlanPtr kept_plans[statement_count];
 
-[[noreturn]] void throw_spi_failure(const char *what, int code) {
-  const char *code_name = SPI_result_code_string(code);  // a static string
-  throw Error(sqlstate::internal, std::string("idem: ") + what + " failed",
-              std::string("SPI result: ") + code_name,
-              "This is a bug in idem; please report it.");
-}
-
 SPIPlanPtr plan_for(Statement statement) {
   int index = static_cast<int>(statement);
   if (kept_plans[index] == nullptr) {
@@ -241,12 +236,15 @@ SPIPlanPtr plan_for(Statement statement) {
 
 }  // namespace
 
-uint64 execute_statement(Statement statement, Datum *values, const char *nulls) {
-  SPIPlanPtr plan = plan_for(statement);
-  int result = SPI_execute_plan(plan, values, nulls, false, 0);
-  if (result != specs[static_cast<int>(statement)].expected_result)
-    throw_spi_failure("SPI_execute_plan", result);
-  return SPI_processed;
+void throw_spi_failure(const char *what, int code) {
+  const char *code_name = SPI_result_code_string(code);  // a static string
+  throw Error(sqlstate::internal, std::string("idem: ") + what + " failed",
+              std::string("SPI result: ") + code_name,
+              "This is a bug in idem; please report it.");
+}
+
+KeptStatement kept_statement(Statement statement) {
+  return KeptStatement{plan_for(statement), specs[static_cast<int>(statement)].expected_result};
 }
 
 }  // namespace idem

@@ -58,8 +58,18 @@ enum ClaimParam {
   claim_param_count,
 };
 
-// Runs a statement (SPI must be connected); checks SPI's result code and
-// returns the number of rows processed. Rows are in SPI_tuptable.
-uint64 execute_statement(Statement statement, Datum *values, const char *nulls);
+// A statement's kept plan and the SPI_OK_* code its execution must return.
+struct KeptStatement {
+  SPIPlanPtr plan;
+  int expected_result;
+};
+IDEM_LONGJMP_SAFE(KeptStatement);
+
+// Prepares the statement on its first use in this backend (SPI must be
+// connected: spi_session.hpp runs it) and keeps the plan.
+KeptStatement kept_statement(Statement statement);
+
+// Throws the internal error for an SPI call that returned an unexpected code.
+[[noreturn]] void throw_spi_failure(const char *what, int code);
 
 }  // namespace idem

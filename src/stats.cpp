@@ -2,12 +2,8 @@
 // the database's first counted event, plus one overflow row.
 #include "stats.hpp"
 
-#include "guard.hpp"
 
 extern "C" {
-#include "storage/ipc.h"
-#include "storage/lwlock.h"
-#include "storage/shmem.h"
 #include "storage/spin.h"
 }
 
@@ -22,9 +18,7 @@ struct SharedCounters {
   DatabaseCounters databases[max_databases];
 };
 
-SharedCounters *shared = nullptr;
-shmem_request_hook_type previous_shmem_request_hook = nullptr;
-shmem_startup_hook_type previous_shmem_startup_hook = nullptr;
+SharedCounters *shared = nullptr;  // set in every process by attach_shared
 
 void init_row(DatabaseCounters *row, TimestampTz now) {
   pg_atomic_init_u32(&row->datid, InvalidOid);
@@ -86,29 +80,20 @@ DatabaseCounters *recycle_dropped_database_row(Oid database, TimestampTz now) {
   return nullptr;
 }
 
-void startup_shared_memory() {
-  if (previous_shmem_startup_hook != nullptr) previous_shmem_startup_hook();
-  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-  bool found;
-  shared = static_cast<SharedCounters *>(
-      ShmemInitStruct("idem counters", sizeof(SharedCounters), &found));
-  if (!found) {
-    TimestampTz now = GetCurrentTimestamp();
-    SpinLockInit(&shared->claim_lock);
-    init_row(&shared->overflow, now);
-    for (auto &row : shared->databases) init_row(&row, now);
-  }
-  LWLockRelease(AddinShmemInitLock);
-}
-
-void request_shared_space() {
-  if (previous_shmem_request_hook != nullptr) previous_shmem_request_hook();
-  RequestAddinShmemSpace(MAXALIGN(sizeof(SharedCounters)));
-}
-
 }  // namespace
 
 DatabaseCounters *this_database = nullptr;
+
+Size shared_size() { return sizeof(SharedCounters); }
+
+void attach_shared(void *memory, bool found) {
+  shared = static_cast<SharedCounters *>(memory);
+  if (found) return;
+  TimestampTz now = GetCurrentTimestamp();
+  SpinLockInit(&shared->claim_lock);
+  init_row(&shared->overflow, now);
+  for (auto &row : shared->databases) init_row(&row, now);
+}
 
 bool available() { return shared != nullptr; }
 
@@ -144,37 +129,6 @@ void reset_row(DatabaseCounters *row, TimestampTz now) {
 
 DatabaseCounters *rows_begin() { return shared == nullptr ? nullptr : shared->databases; }
 DatabaseCounters *overflow_row() { return shared == nullptr ? nullptr : &shared->overflow; }
-
-}  // namespace stats
-}  // namespace idem
-
-extern "C" {
-
-static void idem_stats_shmem_request(void) {
-  idem::run_guarded([]() -> Datum {
-    idem::stats::request_shared_space();
-    return 0;
-  });
-}
-
-static void idem_stats_shmem_startup(void) {
-  idem::run_guarded([]() -> Datum {
-    idem::stats::startup_shared_memory();
-    return 0;
-  });
-}
-}
-
-namespace idem {
-namespace stats {
-
-void request_shared_memory() {
-  if (!process_shared_preload_libraries_in_progress) return;
-  previous_shmem_request_hook = shmem_request_hook;
-  shmem_request_hook = idem_stats_shmem_request;
-  previous_shmem_startup_hook = shmem_startup_hook;
-  shmem_startup_hook = idem_stats_shmem_startup;
-}
 
 }  // namespace stats
 }  // namespace idem

@@ -1,6 +1,6 @@
 // Live counters in shared memory, kept per database, pg_stat_statements'
-// way: allocated through the PG 15 shmem request/startup hooks, so they exist
-// only when idem is in shared_preload_libraries. Without the preload every
+// way: allocated through the shmem request/startup hooks (shared_memory.hpp),
+// so they exist only when idem is in shared_preload_libraries. Without the preload every
 // count() is a no-op and reading them raises SQLSTATE 55000.
 //
 // Each event is counted when the call that causes it returns (or raises
@@ -83,9 +83,10 @@ inline void count_claim(ClaimKind kind) { count(static_cast<Counter>(static_cast
 // and when it ended.
 void count_worker_round(uint64 rows_swept, uint64 rows_purged, TimestampTz round_end);
 
-// Called from _PG_init: requests shared memory and chains the hooks, only
-// while shared_preload_libraries is being processed.
-void request_shared_memory();
+// The table in shared memory: its size, and attaching it (initialising it
+// unless found), called by shared_memory.cpp's startup hook.
+Size shared_size();
+void attach_shared(void *memory, bool found);
 
 // True when the counters exist in this server (idem was preloaded).
 bool available();

@@ -1,9 +1,7 @@
-// The SQL-callable functions of the operator's surface: the counters behind
-// the view idem.stats, their reset, and the by-key tools. Thin extern "C"
-// shims, each one guard around the C++ body (guard.hpp).
+// The counters behind the view idem.stats, and their reset (stats_sql.hpp).
+#include "stats_sql.hpp"
+
 #include "errors.hpp"
-#include "guard.hpp"
-#include "key_tools.hpp"
 #include "stats.hpp"
 
 namespace idem {
@@ -50,13 +48,19 @@ void put_row(ReturnSetInfo *result, stats::DatabaseCounters *row) {
   tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
 }
 
+}  // namespace
+
 Datum stats_counters(FunctionCallInfo fcinfo) {
   require_counters("idem.stats");
   InitMaterializedSRF(fcinfo, 0);
   auto *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-  if (result->setDesc->natts != stats_columns)
+  if (result->setDesc->natts != stats_columns) {
+    // Formatted before the throw builds its std::strings: psprintf may longjmp.
+    const char *detail = psprintf("it returns %d columns; the library fills %d",
+                                  result->setDesc->natts, stats_columns);
     throw Error(sqlstate::internal, "idem.stats_counters() is declared with the wrong columns",
-                "", "Reinstall the extension: the library and its SQL script disagree.");
+                detail, "Reinstall the extension: the library and its SQL script disagree.");
+  }
   stats::row_for(MyDatabaseId);  // the current database shows, if only with zeros
   stats::for_each_row([result](stats::DatabaseCounters *row) { put_row(result, row); });
   return (Datum)0;
@@ -75,14 +79,4 @@ Datum stats_reset(FunctionCallInfo fcinfo) {
   PG_RETURN_VOID();
 }
 
-}  // namespace
-
 }  // namespace idem
-
-extern "C" {
-IDEM_SQL_FUNCTION(stats_counters, idem::stats_counters)
-IDEM_SQL_FUNCTION(stats_reset, idem::stats_reset)
-IDEM_SQL_FUNCTION(lookup, idem::lookup_key)
-IDEM_SQL_FUNCTION(evict, idem::evict_key)
-IDEM_SQL_FUNCTION(force_expire, idem::force_expire_key)
-}

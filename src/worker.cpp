@@ -128,15 +128,17 @@ void log_transition(WorkerState from, WorkerState to) {
 int64 run_batch_transaction(Statement statement, int32 limit, const char *activity) {
   SetCurrentStatementStartTimestamp();
   StartTransactionCommand();
-  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "idem worker: SPI_connect failed");
   PushActiveSnapshot(GetTransactionSnapshot());
   pgstat_report_activity(STATE_RUNNING, activity);
   int64 rows = -1;
   if (extension_installed_in_transaction())
     rows = DatumGetInt64(run_guarded([statement, limit]() -> Datum {
-      return Int64GetDatum(static_cast<int64>(run_maintenance_batch(statement, limit)));
+      SpiSession session;
+      spi_connect(&session);
+      uint64 changed = run_maintenance_batch(&session, statement, limit);
+      spi_finish(&session);
+      return Int64GetDatum(static_cast<int64>(changed));
     }));
-  SPI_finish();
   PopActiveSnapshot();
   CommitTransactionCommand();
   return rows;
@@ -293,14 +295,3 @@ void worker_main(Datum argument) {
 }
 
 }  // namespace idem
-
-extern "C" {
-PGDLLEXPORT void idem_worker_main(Datum argument);
-
-void idem_worker_main(Datum argument) {
-  idem::run_guarded([argument]() -> Datum {
-    idem::worker_main(argument);
-    return 0;
-  });
-}
-}

@@ -1,13 +1,9 @@
 #include "worker_status.hpp"
 
 #include "errors.hpp"
-#include "guard.hpp"
 #include "settings.hpp"
 
 extern "C" {
-#include "storage/ipc.h"
-#include "storage/lwlock.h"
-#include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/tuplestore.h"
 }
@@ -28,14 +24,15 @@ struct WorkerSharedState {
   WorkerEntry entries[max_worker_databases];
 };
 
-WorkerSharedState *shared = nullptr;  // set in every process by the startup hook
+WorkerSharedState *shared = nullptr;  // set in every process by attach_worker_status
 
-// Copied in the postmaster by request_worker_status_memory; children inherit it.
+// Copied in the postmaster by configure_worker_status; children inherit it.
 NameData configured_databases[max_worker_databases];
 int configured_count = 0;
 
-shmem_request_hook_type previous_request_hook = nullptr;
-shmem_startup_hook_type previous_startup_hook = nullptr;
+// database, pid, state, last_round_start, last_round_end, last_round_swept,
+// last_round_purged, total_rounds.
+constexpr int worker_status_columns = 8;
 
 const char *const state_names[] = {
     "stopped", "starting", "waiting for database", "waiting for extension", "standby",
@@ -44,32 +41,6 @@ const char *const state_names[] = {
 static_assert(sizeof state_names / sizeof state_names[0] ==
                   static_cast<size_t>(WorkerState::working) + 1,
               "one name per WorkerState");
-
-void request_memory() {
-  if (previous_request_hook) previous_request_hook();
-  RequestAddinShmemSpace(MAXALIGN(sizeof(WorkerSharedState)));
-}
-
-// Runs in the postmaster at start and after a crash restart (found is then
-// false again: the memory is new), and in EXEC_BACKEND children (found true).
-void attach_memory() {
-  if (previous_startup_hook) previous_startup_hook();
-  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-  bool found = false;
-  shared = static_cast<WorkerSharedState *>(
-      ShmemInitStruct("idem worker status", sizeof(WorkerSharedState), &found));
-  if (!found) {
-    memset(shared, 0, sizeof(WorkerSharedState));
-    shared->database_count = configured_count;
-    for (int i = 0; i < configured_count; ++i) {
-      WorkerEntry &entry = shared->entries[i];
-      SpinLockInit(&entry.mutex);
-      entry.report.database = configured_databases[i];
-      entry.report.state = WorkerState::stopped;
-    }
-  }
-  LWLockRelease(AddinShmemInitLock);
-}
 
 WorkerEntry &entry_at(int index) {
   Assert(shared != nullptr && index >= 0 && index < shared->database_count);
@@ -80,35 +51,32 @@ WorkerEntry &entry_at(int index) {
 
 }  // namespace idem
 
-// Hooks are called by Postgres: C linkage, each body behind the guard.
-extern "C" {
-static void idem_shmem_request(void) {
-  idem::run_guarded([]() -> Datum {
-    idem::request_memory();
-    return 0;
-  });
-}
-static void idem_shmem_startup(void) {
-  idem::run_guarded([]() -> Datum {
-    idem::attach_memory();
-    return 0;
-  });
-}
-}
-
 namespace idem {
 
 const char *worker_state_name(WorkerState state) {
   return state_names[static_cast<int>(state)];
 }
 
-void request_worker_status_memory(const char (*databases)[64], int count) {
+void configure_worker_status(const char (*databases)[64], int count) {
   configured_count = count;
   for (int i = 0; i < count; ++i) namestrcpy(&configured_databases[i], databases[i]);
-  previous_request_hook = shmem_request_hook;
-  shmem_request_hook = idem_shmem_request;
-  previous_startup_hook = shmem_startup_hook;
-  shmem_startup_hook = idem_shmem_startup;
+}
+
+Size worker_status_shared_size() { return sizeof(WorkerSharedState); }
+
+// In the postmaster at start and after a crash restart (found is then false
+// again: the memory is new), and in EXEC_BACKEND children (found true).
+void attach_worker_status(void *memory, bool found) {
+  shared = static_cast<WorkerSharedState *>(memory);
+  if (found) return;
+  memset(shared, 0, sizeof(WorkerSharedState));
+  shared->database_count = configured_count;
+  for (int i = 0; i < configured_count; ++i) {
+    WorkerEntry &entry = shared->entries[i];
+    SpinLockInit(&entry.mutex);
+    entry.report.database = configured_databases[i];
+    entry.report.state = WorkerState::stopped;
+  }
 }
 
 bool worker_status_attached() { return shared != nullptr; }
@@ -179,11 +147,18 @@ Datum worker_status(FunctionCallInfo fcinfo) {
                 "SELECT idem.sweep_stale(); SELECT idem.purge_expired(); yourself (pg_cron).");
   InitMaterializedSRF(fcinfo, 0);
   ReturnSetInfo *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+  if (result->setDesc->natts != worker_status_columns) {
+    // Formatted before the throw builds its std::strings: psprintf may longjmp.
+    const char *detail = psprintf("it returns %d columns; the library fills %d",
+                                  result->setDesc->natts, worker_status_columns);
+    throw Error(sqlstate::internal, "idem.worker_status() is declared with the wrong columns",
+                detail, "Reinstall the extension: the library and its SQL script disagree.");
+  }
   for (int i = 0; i < worker_database_count(); ++i) {
     WorkerReport report;
     read_worker_report(i, &report);
-    Datum values[8];
-    bool nulls[8] = {false, false, false, false, false, false, false, false};
+    Datum values[worker_status_columns];
+    bool nulls[worker_status_columns] = {false, false, false, false, false, false, false, false};
     values[0] = NameGetDatum(&report.database);
     values[1] = Int32GetDatum(report.pid);
     nulls[1] = report.pid == 0;

@@ -2,7 +2,7 @@
 // shared memory so any backend can read it (idem.worker_status()).
 //
 // The memory exists only when idem is in shared_preload_libraries: the
-// postmaster sizes it by idem.database at start (PG 15 shmem_request_hook).
+// postmaster sizes it by idem.database at start (shared_memory.hpp).
 #pragma once
 
 #include "pg.hpp"
@@ -36,10 +36,15 @@ struct WorkerReport {
   uint64 total_rounds;
   TimestampTz last_exit;  // when its last worker process ended; 0 if none did
 };
+IDEM_LONGJMP_SAFE(WorkerReport);
 
-// _PG_init while preloading: asks for one entry per configured database and
-// installs the shared-memory hooks (chained to any previous ones).
-void request_worker_status_memory(const char (*databases)[64], int count);
+// _PG_init while preloading: one entry per configured database.
+void configure_worker_status(const char (*databases)[64], int count);
+
+// The region in shared memory: its size, and attaching it (initialising it
+// unless found), called by shared_memory.cpp's startup hook.
+Size worker_status_shared_size();
+void attach_worker_status(void *memory, bool found);
 
 // False when idem was not preloaded (no shared memory).
 bool worker_status_attached();

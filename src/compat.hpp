@@ -1,0 +1,32 @@
+// Every difference between the PostgreSQL majors idem supports (15, 17 and
+// 18) in one place, as pg_cron and pg_duckdb keep theirs: no PG_VERSION_NUM
+// test anywhere else in src/. Included by pg.hpp after the Postgres headers.
+#pragma once
+
+#if PG_VERSION_NUM < 150000
+#error "idem needs PostgreSQL 15 or later (shmem_request_hook, MarkGUCPrefixReserved)"
+#endif
+
+namespace idem::compat {
+
+// 17 added infinite intervals ('infinity'::interval, '-infinity'); before,
+// every interval is finite.
+inline bool interval_is_finite(const Interval *interval) {
+#if PG_VERSION_NUM >= 170000
+  return !INTERVAL_NOT_FINITE(interval);
+#else
+  (void)interval;
+  return true;
+#endif
+}
+
+}  // namespace idem::compat
+
+// The magic block. From 18 it also names the module and its version, which
+// pg_get_loaded_modules() shows.
+#if PG_VERSION_NUM >= 180000
+#define IDEM_MODULE_MAGIC(library_version) \
+  PG_MODULE_MAGIC_EXT(.name = "idem", .version = library_version)
+#else
+#define IDEM_MODULE_MAGIC(library_version) PG_MODULE_MAGIC
+#endif
