@@ -1,8 +1,9 @@
 // Marks a translation unit as pure C++: it may not see a Postgres header.
 //
-// Pure files (canonical JSON, claim classification, hashing) own memory with
-// std::string and std::vector and report failure by throwing idem::Error; a
-// Postgres call there could longjmp past their destructors (guard.hpp). So
+// Pure files (canonical JSON, claim classification, hashing, the key table's
+// invariants) own memory with std::string and std::vector and report failure
+// by throwing idem::Error; a Postgres call there could longjmp past their
+// destructors (guard.hpp). So
 // the compiler refuses any Postgres header in them, whatever the include order:
 //   - included first, as every pure .cpp does, this file #errors if a
 //     Postgres header came before it (POSTGRES_H, POSTGRES_FE_H or C_H is
