@@ -11,7 +11,7 @@ use Test::More;
 use Time::HiRes qw(time);
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemWorkerTest qw(wait_for_log_match wait_for_loop_passes);
+use IdemWorkerTest qw(wait_for_log_match logged_round_ms wait_for_loop_passes);
 
 my $node = PostgreSQL::Test::Cluster->new('worker_missing');
 $node->init;
@@ -71,10 +71,7 @@ SELECT count(*) = 1 FROM idem.idempotency_request WHERE key = 'zombie' AND failu
 # When the round ended, on the server's clock: it began with the sweep (the
 # zombie's finished_at) and its log line says how long it took. Measured so,
 # the figure does not include how long this script took to notice.
-my ($round_ms) = wait_for_log_match($node,
-	qr/idem worker for database "appdb": swept 1 stale keys, purged 1 expired keys/, $offset)
-  && slurp_file($node->logfile, $offset)
-  =~ /idem worker for database "appdb": swept 1 stale keys, purged 1 expired keys in ([0-9.]+) ms/;
+my $round_ms = logged_round_ms($node, 'appdb', 1, 1, $offset);
 ok(defined $round_ms, 'one round swept and purged it');
 my $took = $node->safe_psql('appdb',
 	qq{SELECT extract(epoch FROM finished_at) FROM idem.idempotency_request WHERE key = 'zombie'})

@@ -8,7 +8,7 @@ use Test::More;
 use Time::HiRes qw(time);
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemWorkerTest qw(expired_outcomes_sql wait_for_log_match wait_for_loop_passes);
+use IdemWorkerTest qw(expired_outcomes_sql wait_for_log_match logged_round_ms wait_for_loop_passes);
 
 my $primary = PostgreSQL::Test::Cluster->new('worker_primary');
 $primary->init(allows_streaming => 1);
@@ -65,10 +65,7 @@ ok($standby->poll_query_until('postgres', "SELECT ($backlog) = '0/0'"),
 # When the round ended, on the server's clock: it began with the sweep (the
 # zombies' finished_at) and its log line says how long it took. Measured so,
 # the figure does not include how long this script took to notice.
-my ($round_ms) = wait_for_log_match($standby,
-	qr/idem worker for database "postgres": swept 10 stale keys, purged 1000 expired keys/, $offset)
-  && slurp_file($standby->logfile, $offset)
-  =~ /idem worker for database "postgres": swept 10 stale keys, purged 1000 expired keys in ([0-9.]+) ms/;
+my $round_ms = logged_round_ms($standby, 'postgres', 10, 1000, $offset);
 ok(defined $round_ms, 'one round swept and purged it all');
 my $took = $standby->safe_psql('postgres',
 	q{SELECT extract(epoch FROM max(finished_at)) FROM idem.idempotency_request WHERE scope = 'zombie'})

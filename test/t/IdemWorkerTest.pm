@@ -18,7 +18,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT_OK = qw(expired_outcomes_sql set_and_reload reload_and_wait wait_for_log_match
-  round_count wait_for_round_ends wait_for_loop_passes);
+  logged_round_ms round_count wait_for_round_ends wait_for_loop_passes);
 
 # An INSERT of n succeeded keys '1'..'n' in scope, finished two days ago and
 # expired one day ago: exactly what the purge must delete.
@@ -71,6 +71,17 @@ sub wait_for_log_match {
 		}
 		usleep(100_000);
 	}
+}
+
+# The duration in ms of the round of database $db's worker that swept
+# $swept keys and purged $purged, from its log line after byte $offset
+# (waiting for the line), or undef when no round logged that.
+sub logged_round_ms {
+	my ($node, $db, $swept, $purged, $offset) = @_;
+	my $line = qr/idem worker for database "$db": swept $swept stale keys, purged $purged expired keys in ([0-9.]+) ms/;
+	return undef unless wait_for_log_match($node, $line, $offset);
+	my ($ms) = slurp_file($node->logfile, $offset) =~ $line;
+	return $ms;
 }
 
 # How many rounds the worker of database $db has completed.
