@@ -6,6 +6,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemWorkerTest qw(wait_for_log_match);
 
 my $node = PostgreSQL::Test::Cluster->new('worker_sweep');
 $node->init;
@@ -31,16 +34,13 @@ is( $node->safe_psql(
 	'1', 'and one launcher');
 
 # A zombie: claimed with a 1 s lock, checkpointed, never completed.
+my $offset = -s $node->logfile;
 my ($fence, $locked_until) = split /\|/, $node->safe_psql(
 	'postgres', q{
 SELECT fence, locked_until FROM idem.claim_idempotency_key('pay', 'zombie', 'h1', 'w1',
     lock_timeout => '1 second')});
 $node->safe_psql('postgres',
 	"SELECT idem.set_recovery_point('pay', 'zombie', $fence, 'charged')");
-# A zombie whose key expires before its lock does: swept to failed_final.
-$node->safe_psql('postgres', q{
-SELECT idem.claim_idempotency_key('pay', 'late', 'h2', 'w1',
-    lock_timeout => '2 seconds', retention => '1 second')});
 
 ok( $node->poll_query_until(
 		'postgres', q{
@@ -57,6 +57,11 @@ is($kept_fence, $fence, 'its fence is kept');
 is($point, 'charged', 'its recovery point is kept');
 note sprintf('swept %.3f s after the lock expired (naptime 1 s)', $delay);
 ok($delay >= 0 && $delay <= 2.0, "swept within two naptimes of the lock expiring ($delay s)");
+# The round logs once it has ended, after the sweep committed.
+ok( wait_for_log_match(
+		$node, qr/idem worker for database "postgres": swept 1 stale keys, purged 0 expired keys in [0-9.]+ ms/,
+		$offset),
+	'a round that swept logged what it did');
 
 is( $node->safe_psql(
 		'postgres', qq{
@@ -65,12 +70,19 @@ FROM idem.claim_idempotency_key('pay', 'zombie', 'h1', 'w2')}),
 	"retryable_failure|t|charged|2",
 	'the next claim takes the key over as retryable_failure, resuming at the recovery point');
 
-# Swept to failed_final / expired, then purged by the same round (sweep runs
-# first, and the key is already past its expiry).
+# A zombie whose key expires before its lock does: swept to failed_final /
+# expired, then purged by the same round (sweep runs first, and the key is
+# already past its expiry). Claimed only now, so that no round can sweep it
+# together with the first zombie.
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', q{
+SELECT idem.claim_idempotency_key('pay', 'late', 'h2', 'w1',
+    lock_timeout => '2 seconds', retention => '1 second')});
 ok( $node->poll_query_until(
 		'postgres', q{SELECT count(*) = 0 FROM idem.idempotency_request WHERE key = 'late'}),
 	'a zombie past its expiry is swept and then purged');
-ok( $node->log_contains(qr/idem worker for database "postgres": swept 1 stale keys, purged 1 expired keys/),
+ok( wait_for_log_match(
+		$node, qr/idem worker for database "postgres": swept 1 stale keys, purged 1 expired keys/, $offset),
 	'by one round that swept it first and then purged it');
 
 my ($state, $rounds) = split /\|/,
@@ -78,13 +90,12 @@ my ($state, $rounds) = split /\|/,
 SELECT state, total_rounds FROM idem.worker_status WHERE database = 'postgres'});
 like($state, qr/^(idle|working)$/, "worker_status shows the worker at work ($state)");
 ok($rounds >= 2, "worker_status counts its rounds ($rounds)");
-ok( $node->log_contains(qr/idem worker for database "postgres": swept 1 stale keys, purged 0 expired keys in [0-9.]+ ms/),
-	'a round that swept logged what it did');
-is( $node->safe_psql(
+# The round counts itself in idem.stats as its last step, after its log line.
+ok( $node->poll_query_until(
 		'postgres', q{
 SELECT worker_rounds >= 2 AND rows_swept = 2 AND rows_purged = 1 AND last_worker_round IS NOT NULL
 FROM idem.stats WHERE datname = 'postgres'}),
-	't', 'its rounds and rows are counted in idem.stats');
+	'its rounds and rows are counted in idem.stats');
 ok(!$node->log_contains(qr/ERROR|FATAL/), 'no error in the server log');
 
 $node->stop;

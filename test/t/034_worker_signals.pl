@@ -9,7 +9,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemWorkerTest qw(expired_outcomes_sql);
+use IdemWorkerTest qw(expired_outcomes_sql reload_and_wait wait_for_log_match);
 
 my $node = PostgreSQL::Test::Cluster->new('worker_signals');
 $node->init;
@@ -17,18 +17,40 @@ $node->append_conf('postgresql.conf', "shared_preload_libraries = 'idem'\nidem.n
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION idem');
 
-# Start and end of the next round to complete after the current one.
-sub next_round
+# The count, start and end of the worker's last completed round, read
+# together (worker_status copies them under one lock).
+sub last_round
 {
-	my $seen = $node->safe_psql('postgres',
-		q{SELECT total_rounds FROM idem.worker_status WHERE database = 'postgres'});
-	$node->poll_query_until('postgres',
-		qq{SELECT total_rounds > $seen FROM idem.worker_status WHERE database = 'postgres'})
-	  or die 'no round completed';
 	return split /\|/, $node->safe_psql(
 		'postgres', q{
-SELECT extract(epoch FROM last_round_start), extract(epoch FROM last_round_end)
+SELECT total_rounds, extract(epoch FROM last_round_start), extract(epoch FROM last_round_end)
 FROM idem.worker_status WHERE database = 'postgres'});
+}
+
+sub wait_for_round_after
+{
+	my ($rounds) = @_;
+	$node->poll_query_until('postgres',
+		qq{SELECT total_rounds > $rounds FROM idem.worker_status WHERE database = 'postgres'})
+	  or die 'no round completed';
+}
+
+# The pause between two consecutive rounds, the first of them ending after
+# the call (so after any reload made before it): from the end of round n to
+# the start of round n + 1. Should this script be so slow that it sees round
+# n + 2 first, it measures the next pair instead.
+sub gap_between_rounds
+{
+	my ($rounds) = last_round();
+	wait_for_round_after($rounds);    # a round that ends after the call
+	for (1 .. 10)
+	{
+		my ($n, undef, $end) = last_round();
+		wait_for_round_after($n);
+		my ($next, $start) = last_round();
+		return $start - $end if $next == $n + 1;
+	}
+	die 'never saw two consecutive rounds';
 }
 
 sub set_and_reload { IdemWorkerTest::set_and_reload($node, @_); }
@@ -39,16 +61,25 @@ sub worker_pid
 		q{SELECT pid FROM idem.worker_status WHERE database = 'postgres'});
 }
 
+# When the worker process now in worker_status was started, on the server's
+# clock. A new worker takes its worker_status entry before it has connected
+# and shows in pg_stat_activity, so this waits until it does.
+my $worker_activity = q{FROM pg_stat_activity a JOIN idem.worker_status w ON a.pid = w.pid
+WHERE w.database = 'postgres' AND a.backend_type = 'idem worker'};
+
+sub worker_started_at
+{
+	$node->poll_query_until('postgres', "SELECT count(*) = 1 $worker_activity")
+	  or die 'the worker does not show in pg_stat_activity';
+	return $node->safe_psql('postgres', "SELECT extract(epoch FROM a.backend_start) $worker_activity");
+}
+
 # --- SIGHUP: naptime 1 s, then 3 s, measured between rounds.
-my (undef, $end1) = next_round();
-my ($start2) = next_round();
-my $gap = $start2 - $end1;
+my $gap = gap_between_rounds();
 note sprintf('gap between rounds with naptime 1 s: %.3f s', $gap);
 ok($gap >= 0.95 && $gap < 1.5, sprintf('naptime 1 s (%.3f s)', $gap));
 set_and_reload('idem.naptime', '3s');
-(undef, $end1) = next_round();
-($start2) = next_round();
-$gap = $start2 - $end1;
+$gap = gap_between_rounds();
 note sprintf('gap between rounds after SIGHUP set 3 s: %.3f s', $gap);
 ok($gap >= 2.95 && $gap < 3.5, sprintf('after SIGHUP, naptime 3 s (%.3f s)', $gap));
 set_and_reload('idem.naptime', '1s');
@@ -82,23 +113,26 @@ ok($left > 0, "in the middle of the backlog ($left rows left)");
 ok( $node->poll_query_until(
 		'postgres', qq{SELECT pid IS NOT NULL AND pid <> $pid FROM idem.worker_status WHERE database = 'postgres'}),
 	'the worker came back');
-my $back = time - $signalled;
+my $back = worker_started_at() - $signalled;
 note sprintf('restarted %.2f s after SIGTERM', $back);
 ok($back >= 4.5 && $back < 8, sprintf('after its restart interval of 5 s (%.2f s)', $back));
 $node->safe_psql('postgres', "ALTER SYSTEM RESET idem.batch_size");
-$node->reload;
+reload_and_wait($node);
 ok($node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM idem.idempotency_request'),
 	'and finished the purge');
 
 # --- pg_terminate_backend: same story.
+# pg_terminate_backend waits up to its timeout for the process to end (true)
+# and gives up after it (false): 10 s leaves a loaded machine room to end a
+# process that exits at once.
 $pid = worker_pid();
 my $terminated = time;
-is($node->safe_psql('postgres', "SELECT pg_terminate_backend($pid, 1000)"),
+is($node->safe_psql('postgres', "SELECT pg_terminate_backend($pid, 10000)"),
 	't', 'pg_terminate_backend ends the worker');
 ok( $node->poll_query_until(
 		'postgres', qq{SELECT pid IS NOT NULL AND pid <> $pid FROM idem.worker_status WHERE database = 'postgres'}),
 	'the worker came back');
-$back = time - $terminated;
+$back = worker_started_at() - $terminated;
 note sprintf('restarted %.2f s after pg_terminate_backend', $back);
 ok($back >= 4.5 && $back < 8, sprintf('after its restart interval (%.2f s)', $back));
 is( $node->safe_psql(
@@ -120,9 +154,9 @@ VALUES ('old', 'x', 'h', 'succeeded', 'finished', nextval('idem.fence_seq'),
     now() - interval '2 days', now() - interval '2 days', now() - interval '2 days',
     now() - interval '2 days', now() - interval '1 day', 200);
 });
-ok($node->wait_for_log(qr/ERROR:  deletes are refused today/, $offset),
+ok(wait_for_log_match($node, qr/ERROR:  deletes are refused today/, $offset),
 	'the failed round logged its error');
-ok($node->log_contains(qr/CONTEXT: .*idem worker round in database "postgres"/s, $offset),
+ok(wait_for_log_match($node, qr/CONTEXT: .*idem worker round in database "postgres"/s, $offset),
 	'naming the database');
 $node->safe_psql('postgres', 'DROP TRIGGER refuse_delete ON idem.idempotency_request');
 ok($node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM idem.idempotency_request'),

@@ -9,7 +9,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemWorkerTest qw(expired_outcomes_sql);
+use IdemWorkerTest qw(expired_outcomes_sql wait_for_log_match wait_for_round_ends);
 
 my $node = PostgreSQL::Test::Cluster->new('worker_pacing');
 $node->init;
@@ -47,7 +47,7 @@ ok( $node->poll_query_until('postgres',
 		q{SELECT count(*) = 0 FROM idem.idempotency_request WHERE scope = 'paced'}),
 	'the paced worker purged the backlog');
 my $round;
-ok( $node->wait_for_log(qr/purged 1000 expired keys in [0-9.]+ ms \(12 batches\)/, $log_offset),
+ok( wait_for_log_match($node, qr/purged 1000 expired keys in [0-9.]+ ms \(12 batches\)/, $log_offset),
 	'in one round of 1 + 11 batches');
 ($round) = slurp_file($node->logfile, $log_offset) =~ /purged 1000 expired keys in ([0-9.]+) ms/;
 note "round of 1,000 rows at 300 ms per batch of 100: $round ms";
@@ -65,13 +65,28 @@ set_and_reload('idem.worker_enabled', 'on');
 ok( $node->poll_query_until('postgres',
 		q{SELECT count(*) < 20000 FROM idem.idempotency_request WHERE scope = 'reloaded'}),
 	'the paced purge of 20,000 rows is under way');
+my $left = rows_left('reloaded');
+my $reloaded = time;
 set_and_reload('idem.batch_delay', 0);
 ok( $node->poll_query_until('postgres',
 		q{SELECT count(*) = 0 FROM idem.idempotency_request WHERE scope = 'reloaded'}),
 	'after the reload to 0 it finished');
+# Said outright rather than left to the poll's deadline (which
+# PG_TEST_TIMEOUT_DEFAULT may lengthen): the rows left needed a pause of 1 s
+# after each full batch of 100 (a batch or two fewer by the time the reload
+# arrived); without the pauses they take a few seconds at most.
+my $finished = time - $reloaded;
+my $pauses_left = int($left / 100) - 1;
+note sprintf('the last %d rows took %.2f s after the reload (about %d s of pauses without it)',
+	$left, $finished, $pauses_left);
+cmp_ok($finished, '<', $pauses_left / 2, 'in less than half the time its pauses would have taken');
 
-# --- SIGTERM in the middle of a long pause ends the worker at once.
+# --- SIGTERM in the middle of a long pause ends the worker at once. The
+# backlog comes only once the worker has applied the new delay (it reloads
+# before a round begins), so that its first full batch is followed by the
+# minute's pause.
 set_and_reload('idem.batch_delay', '1min');
+ok(wait_for_round_ends($node, 'postgres', 2), 'a round began after the reload');
 add_expired('term', 1000);
 ok( $node->poll_query_until('postgres',
 		q{SELECT count(*) = 900 FROM idem.idempotency_request WHERE scope = 'term'}),

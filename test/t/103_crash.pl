@@ -13,6 +13,7 @@ use lib $FindBin::RealBin;
 use IdemProof qw(now start_node run_clients read_logs total_stats connect_or_die storm_key);
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 
 my $clients  = $ENV{CRASH_CLIENTS} // 32;
 my $keys     = $ENV{CRASH_KEYS} // 1000;
@@ -28,9 +29,28 @@ my $t0   = now() + 1;
 my $sweep_end = $t0 + 0.7 * $duration;
 srand(3000);
 
+# One query to "proof" by psql: its output, or undef when psql failed (the
+# server refused the connection while it recovers from the last fault, say).
+# The query goes in with -c and stdin is /dev/null: psql() and
+# poll_query_until() write the query to psql's stdin, and when psql is
+# refused at connection it may exit before reading it, and IPC::Run then
+# dies of the broken pipe instead of returning the failure.
+sub query_proof {
+	my ($sql) = @_;
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run([ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('proof'),
+			'-c', $sql ], '<', '/dev/null', '>', \$out, '2>', \$err);
+	chomp $out;
+	return $ok ? $out : undef;
+}
+
+# Waits, with a deadline, until the server accepts connections again.
 sub wait_until_up {
-	$node->poll_query_until('proof', 'SELECT true')
-	  or die 'the server did not come back';
+	my $give_up = now() + $PostgreSQL::Test::Utils::timeout_default;
+	until (defined query_proof('SELECT true')) {
+		die 'the server did not come back' if now() > $give_up;
+		Time::HiRes::sleep(0.1);
+	}
 }
 
 # A backend to kill, preferring one in the middle of something (a claim, or
@@ -38,12 +58,12 @@ sub wait_until_up {
 # the server is still recovering from the previous fault is asked again.
 sub pick_backend {
 	for (1 .. 100) {
-		my ($ret, $pid) = $node->psql('proof', q{
+		my $pid = query_proof(q{
 			SELECT pid FROM pg_stat_activity
 			 WHERE datname = 'proof' AND backend_type = 'client backend'
 			   AND pid <> pg_backend_pid()
 			 ORDER BY state = 'idle', random() LIMIT 1});
-		return $pid if $ret == 0;
+		return $pid if defined $pid;
 		Time::HiRes::sleep(0.2);
 	}
 	die 'could not look up a backend to kill';
