@@ -71,7 +71,8 @@ build_cassert() {
   (cd "$dir" && ./configure "${CASSERT_CONFIGURE[@]}" CFLAGS="$CASSERT_CFLAGS") >"$CASSERT_SRC/configure.log" 2>&1 ||
     { tail -n 30 "$CASSERT_SRC/configure.log"; return 1; }
   say "building the assert-enabled server (a line a minute; log $CASSERT_SRC/make.log)"
-  run_with_heartbeat "assert build" "$CASSERT_SRC/make.log" \
+  HEARTBEAT_PROGRESS="echo \$(find '$dir' -name '*.o' | wc -l) object files" \
+    run_with_heartbeat "assert build" "$CASSERT_SRC/make.log" \
     bash -c "make -C '$dir' -j$(nproc) -s && make -C '$dir/src/test/isolation' -j$(nproc) -s" || return 1
   staging=$CASSERT_PREFIX.staging
   rm -rf "$staging"
@@ -86,9 +87,9 @@ build_cassert() {
   say "assert build of $version ready in $(( $(date +%s) - started ))s"
 }
 
-# Reuses the cached build when its stamp matches the recipe, adopts one made
-# by hand with the same recipe, and builds it otherwise.
-ensure_cassert() {
+# True when the cached build can be used: its stamp matches the recipe, or
+# it was made by hand with the same recipe (then it is adopted: stamped).
+cassert_ready() {
   if [ -f "$CASSERT_STAMP" ] && [ "$(head -n 1 "$CASSERT_STAMP")" = "$(cassert_recipe)" ]; then
     say "assert-enabled PostgreSQL: cached ($(sed -n 's/^source: //p' "$CASSERT_STAMP"), $CASSERT_PREFIX)"
     return 0
@@ -98,6 +99,11 @@ ensure_cassert() {
     printf '%s\nsource: %s (adopted)\n' "$(cassert_recipe)" "$("$CASSERT_PG_CONFIG" --version)" >"$CASSERT_STAMP"
     return 0
   fi
+  return 1
+}
+
+ensure_cassert() {
+  cassert_ready && return 0
   [ "$(id -u)" -eq 0 ] || { echo "the assert build needs root (apt-get source, $CASSERT_PREFIX)" >&2; return 1; }
   build_cassert
 }

@@ -34,6 +34,15 @@ chroot_recipe() {  # suite major
     "$(chroot_packages "$2" | tr ' ' '\n' | sort | tr '\n' ' ')"
 }
 
+chroot_root() { echo "$CHROOT_CACHE/$(chroot_suite "$1")"; }
+
+# True when the chroot for a major is there with a stamp that matches.
+chroot_ready() {  # major
+  local root
+  root=$(chroot_root "$1") || return 1
+  [ -f "$root/.idem-stamp" ] && [ "$(cat "$root/.idem-stamp")" = "$(chroot_recipe "$(chroot_suite "$1")" "$1")" ]
+}
+
 # Creates the chroot for a major, or reuses it. A chroot made by hand with the
 # same commands (debootstrap, the two PostgreSQL settings, the packages) is
 # adopted: the install step finds every package there and only writes the stamp.
@@ -43,7 +52,7 @@ ensure_chroot() {  # major
   root=$CHROOT_CACHE/$suite
   stamp=$root/.idem-stamp
   want=$(chroot_recipe "$suite" "$major")
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  if chroot_ready "$major"; then
     say "PostgreSQL $major: chroot $root (cached)"
     return 0
   fi

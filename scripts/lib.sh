@@ -29,17 +29,20 @@ ensure_host_packages() {
 ensure_packages() { ensure_host_packages "${PACKAGES[@]}"; }
 
 # Runs "$@" with its output in $log, printing a line a minute so a long step
-# is visibly alive.
+# is visibly alive: the log's last line, or what HEARTBEAT_PROGRESS (a shell
+# command) prints.
 run_with_heartbeat() {  # what log command...
-  local what=$1 log=$2 pid start st=0
+  local what=$1 log=$2 pid start st=0 progress
   shift 2
   start=$(date +%s)
   "$@" >"$log" 2>&1 &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-    kill -0 "$pid" 2>/dev/null &&
-      say "  $what: $(( ($(date +%s) - start) / 60 )) min so far ($(tail -n 1 "$log" | cut -c1-80))"
+    kill -0 "$pid" 2>/dev/null || break
+    if [ -n "${HEARTBEAT_PROGRESS:-}" ]; then progress=$(eval "$HEARTBEAT_PROGRESS" 2>/dev/null)
+    else progress=$(grep -v '^\s*$' "$log" | tail -n 1 | cut -c1-80); fi
+    say "  $what: $(( ($(date +%s) - start) / 60 )) min so far${progress:+ ($progress)}"
   done
   wait "$pid" || st=$?
   [ $st -eq 0 ] || { echo "$what failed (exit $st); last lines of $log:"; tail -n 30 "$log"; }
