@@ -2,6 +2,9 @@
 # throwaway cluster. Sourced, not run.
 
 PG_MAJOR=15
+# The host's PostgreSQL, named by its major (a bare pg_config is whichever
+# the PATH finds first).
+HOST_PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
 PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-pgtap
   libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3
@@ -53,7 +56,7 @@ run_with_heartbeat() {  # what log command...
 build_extension() {
   local log
   log=$(mktemp)
-  if ! make -s -j2 all >"$log" 2>&1; then cat "$log"; rm -f "$log"; return 1; fi
+  if ! make -s -j2 PG_CONFIG="$HOST_PG_CONFIG" all >"$log" 2>&1; then cat "$log"; rm -f "$log"; return 1; fi
   if grep -E 'warning:' "$log"; then echo "build printed warnings" >&2; rm -f "$log"; return 1; fi
   rm -f "$log"
 }
@@ -66,7 +69,7 @@ build_extension() {
 # tests the copy); the server headers come along so it can build too.
 # Installs the tree in the current directory. Sets PGBIN.
 make_private_install() {  # root [pg_config]
-  local root=$1 pgc=${2:-pg_config}
+  local root=$1 pgc=${2:-$HOST_PG_CONFIG}
   local bindir sharedir pkglibdir includedir
   bindir=$("$pgc" --bindir)
   sharedir=$("$pgc" --sharedir)

@@ -41,9 +41,12 @@ wanted_extra() { [ -z "${IDEM_ONLY:-}" ] || [[ " $IDEM_ONLY " == *" extra "* || 
 # from a caller's make must not leak into them.
 as_user() { as_cluster_user env -u MAKEFLAGS -u MAKELEVEL "$@"; }
 
+# Each suite's wall time runs from its begin to its tally.
+begin() { say "$1"; suite_started=$SECONDS; }
+suite_started=$SECONDS
 tally() {  # suite passed failed
-  printf '%s %d %d\n' "$1" "$2" "$3" >>"$TALLY"
-  printf '  %-12s %d passed, %d failed\n' "$1" "$2" "$3"
+  printf '%s %d %d %d\n' "$1" "$2" "$3" $((SECONDS - suite_started)) >>"$TALLY"
+  printf '  %-12s %d passed, %d failed (%ds)\n' "$1" "$2" "$3" $((SECONDS - suite_started))
 }
 
 # Ownership is set here, not by the caller: inside a chroot the user's id
@@ -51,7 +54,7 @@ tally() {  # suite passed failed
 [ "$(id -u)" -eq 0 ] && chown -R postgres "$WORKDIR"
 
 # Build: zero warnings, with this major's headers.
-say "build ($("$PG_CONFIG" --version))"
+begin "build ($("$PG_CONFIG" --version))"
 as_user make -s -j2 PG_CONFIG="$PG_CONFIG" all >"$WORKDIR/build.log" 2>&1
 st=$?
 if [ $st -ne 0 ] || grep -q 'warning:' "$WORKDIR/build.log"; then
@@ -92,7 +95,7 @@ export IDEM_TEST_PORT=$PORT IDEM_BENCH_PORT=$PORT
 # at a time so that a failure in one does not hide the other.
 installcheck_suite() {  # suite make-variable-that-empties-the-other output-dir
   local suite=$1 other=$2 outdir=$3 log="$WORKDIR/$1.log" st=0 total bad
-  say "$suite (make installcheck)"
+  begin "$suite (make installcheck)"
   as_user make installcheck PG_CONFIG="$RUN_PG_CONFIG" "$other=" >"$log" 2>&1 || st=$?
   # 15 prints "All 23 tests passed." / "1 of 23 tests failed."; 16+ prefixes "# ".
   total=$(grep -oE '(All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed)' "$log" | grep -oE '[0-9]+ tests' | grep -oE '[0-9]+')
@@ -133,6 +136,7 @@ wanted isolation && installcheck_suite isolation REGRESS output_iso
 
 if [ $ASSERT = 1 ]; then
   # The point of this build: assertions are really on.
+  begin "assertions (SHOW debug_assertions)"
   mkdir -p "$WORKDIR/cluster"
   [ "$(id -u)" -eq 0 ] && chown postgres "$WORKDIR/cluster"
   if start_cluster "$WORKDIR/cluster" "$PORT" >"$WORKDIR/assertions.log" 2>&1; then
@@ -157,7 +161,7 @@ if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
   say "starting a cluster (port $PORT)"
   start_cluster "$WORKDIR/cluster" "$PORT" || { tally cluster 0 1; exit 1; }
   if wanted pgtap; then
-    say "pgTAP"
+    begin "pgTAP"
     log=$WORKDIR/pgtap.log
     as_user createdb idem_pgtap &&
       as_user psql -qX -d idem_pgtap -c 'CREATE EXTENSION pgtap; CREATE EXTENSION idem;' >/dev/null
@@ -168,7 +172,7 @@ if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
     tally_tap pgtap "$log" $st
   fi
   for name in "${extras[@]}"; do
-    say "$name"
+    begin "$name"
     log=$WORKDIR/$name.log
     as_user bash "test/extra.d/$name.sh" >"$log" 2>&1
     st=$?
@@ -190,13 +194,14 @@ if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
 fi
 
 if wanted tap && compgen -G "test/t/*.pl" >/dev/null; then
-  say "TAP (make prove_installcheck)"
+  begin "TAP (make prove_installcheck)"
   log=$WORKDIR/tap.log
   # prove prints a line as each file finishes; the pipe shows it at once.
   selection=()
   [ -n "${IDEM_TAP_FILES:-}" ] && selection=(PROVE_TESTS="$IDEM_TAP_FILES")
   as_user make -s prove_installcheck PG_CONFIG="$RUN_PG_CONFIG" "${selection[@]}" 2>&1 |
-    tee "$log" | grep --line-buffered -E '^test/t/|^#   |^# Looks like|^Files=|^Result' | sed -u 's/^/    /'
+    tee "$log" | grep --line-buffered -E '^test/t/|^#   |^# Looks like|^Files=|^Result' |
+    grep --line-buffered -v '(Wstat' | sed -u 's/^/    /'
   st=${PIPESTATUS[0]}
   if [ "$st" -ne 0 ]; then
     tap_failure_summary "$log"
