@@ -102,8 +102,15 @@ cassert_ready() {
   return 1
 }
 
+# Two runs would build into the same directories: the second waits, then
+# finds the build made.
 ensure_cassert() {
   cassert_ready && return 0
   [ "$(id -u)" -eq 0 ] || { echo "the assert build needs root (apt-get source, $CASSERT_PREFIX)" >&2; return 1; }
-  build_cassert
+  mkdir -p "$CASSERT_SRC"
+  (
+    flock 9
+    cassert_ready && exit 0
+    build_cassert
+  ) 9>"$CASSERT_SRC/.build.lock"
 }

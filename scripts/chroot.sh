@@ -46,17 +46,30 @@ chroot_ready() {  # major
 # Creates the chroot for a major, or reuses it. A chroot made by hand with the
 # same commands (debootstrap, the two PostgreSQL settings, the packages) is
 # adopted: the install step finds every package there and only writes the stamp.
+# Two runs making the same chroot would fight over its dpkg lock: the second
+# waits for the first, then finds the chroot made.
 ensure_chroot() {  # major
-  local major=$1 suite root stamp want started
-  suite=$(chroot_suite "$major") || { echo "no Debian suite known for PostgreSQL $major" >&2; return 1; }
-  root=$CHROOT_CACHE/$suite
-  stamp=$root/.idem-stamp
-  want=$(chroot_recipe "$suite" "$major")
-  if chroot_ready "$major"; then
-    say "PostgreSQL $major: chroot $root (cached)"
+  local suite
+  suite=$(chroot_suite "$1") || { echo "no Debian suite known for PostgreSQL $1" >&2; return 1; }
+  if chroot_ready "$1"; then
+    say "PostgreSQL $1: chroot $CHROOT_CACHE/$suite (cached)"
     return 0
   fi
   [ "$(id -u)" -eq 0 ] || { echo "creating a chroot needs root" >&2; return 1; }
+  mkdir -p "$CHROOT_CACHE"
+  (
+    flock 9
+    chroot_ready "$1" && { say "PostgreSQL $1: chroot $CHROOT_CACHE/$suite (made by another run)"; exit 0; }
+    setup_chroot "$1"
+  ) 9>"$CHROOT_CACHE/.$suite.lock"
+}
+
+setup_chroot() {  # major
+  local major=$1 suite root stamp want started
+  suite=$(chroot_suite "$major")
+  root=$CHROOT_CACHE/$suite
+  stamp=$root/.idem-stamp
+  want=$(chroot_recipe "$suite" "$major")
   started=$(date +%s)
   if [ ! -x "$root/usr/bin/apt-get" ]; then
     ensure_host_packages debootstrap
