@@ -26,11 +26,8 @@ REGRESS_OPTS = --temp-config=test/installcheck.conf --temp-instance=tmp_check/re
 ISOLATION = $(basename $(notdir $(wildcard test/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test --outputdir=output_iso \
 	--temp-config=test/installcheck.conf --temp-instance=tmp_check/isolation
-
-# `make prove_installcheck`: the Perl TAP files (PostgreSQL::Test::Cluster)
-# against the installed server, each starting its own clusters.
-PROVE_TESTS = $(wildcard test/t/*.pl)
-PROVE_FLAGS = -I test/t
+# pg_regress makes the temp instance's directory but not its parent.
+REGRESS_PREP = tmp_check_dir
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -48,6 +45,27 @@ sql/idem--1.1.sql: sql/idem--1.0.sql sql/idem--1.0--1.1.sql
 	  sed '/^\\echo Use /d' $^; } >$@.tmp
 	mv $@.tmp $@
 
-.PHONY: prove_installcheck
+# `make prove_installcheck`: the Perl TAP files (PostgreSQL::Test::Cluster)
+# against the installed server, each starting its own clusters (logs in
+# tmp_check/log); like installcheck it must not run as root. The recipe is
+# spelled out (as pgvector does) rather than PGXS's macro, which is a mere
+# message when the server was configured without --enable-tap-tests (the
+# assert build), names the log directory differently per major (TESTDIR in
+# 15, TESTLOGDIR/TESTDATADIR from 16) and resets PROVE_FLAGS.
+# PROVE_TESTS=test/t/x.pl runs some files; PROVE_FLAGS=-v shows every assertion.
+PROVE_TESTS ?= $(wildcard test/t/*.pl)
+ifeq ($(PROVE),)
+PROVE = prove
+endif
+
+.PHONY: tmp_check_dir prove_installcheck
+tmp_check_dir:
+	$(MKDIR_P) tmp_check
+
 prove_installcheck:
-	$(prove_installcheck)
+	rm -rf '$(CURDIR)'/tmp_check
+	$(MKDIR_P) '$(CURDIR)'/tmp_check
+	cd $(srcdir) && TESTDIR='$(CURDIR)' TESTLOGDIR='$(CURDIR)/tmp_check/log' \
+	  TESTDATADIR='$(CURDIR)/tmp_check' IDEM_TREE='$(CURDIR)' PATH="$(bindir):$$PATH" \
+	  PGPORT='6$(DEF_PGPORT)' PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
+	  $(PROVE) $(PG_PROVE_FLAGS) -I test/t $(PROVE_FLAGS) $(PROVE_TESTS)

@@ -2,6 +2,9 @@
 # throwaway cluster. Sourced, not run.
 
 PG_MAJOR=15
+# The host's PostgreSQL, named by its major (a bare pg_config is whichever
+# the PATH finds first).
+HOST_PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
 PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-pgtap
   libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3
@@ -9,10 +12,11 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
 
 say() { printf '==> %s\n' "$*"; }
 
-# Installs what is missing (Debian, as root); otherwise checks it is there.
-ensure_packages() {
+# Installs what is missing of the named packages (Debian, as root);
+# otherwise checks they are there.
+ensure_host_packages() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -20,34 +24,63 @@ ensure_packages() {
     echo "missing packages: ${missing[*]} (run as root, or install them)" >&2
     return 1
   fi
-  say "installing ${missing[*]}"
+  say "apt: installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+ensure_packages() { ensure_host_packages "${PACKAGES[@]}"; }
+
+# Runs "$@" with its output in $log, printing a line a minute so a long step
+# is visibly alive: the log's last line, or what HEARTBEAT_PROGRESS (a shell
+# command) prints.
+run_with_heartbeat() {  # what log command...
+  local what=$1 log=$2 pid start st=0 progress
+  shift 2
+  start=$(date +%s)
+  "$@" >"$log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -0 "$pid" 2>/dev/null || break
+    if [ -n "${HEARTBEAT_PROGRESS:-}" ]; then progress=$(eval "$HEARTBEAT_PROGRESS" 2>/dev/null)
+    else progress=$(grep -v '^\s*$' "$log" | tail -n 1 | cut -c1-80); fi
+    say "  $what: $(( ($(date +%s) - start) / 60 )) min so far${progress:+ ($progress)}"
+  done
+  wait "$pid" || st=$?
+  [ $st -eq 0 ] || { echo "$what failed (exit $st); last lines of $log:"; tail -n 30 "$log"; }
+  return $st
 }
 
 # Builds idem; a compiler warning fails the build.
 build_extension() {
   local log
   log=$(mktemp)
-  if ! make -s -j2 all >"$log" 2>&1; then cat "$log"; rm -f "$log"; return 1; fi
+  if ! make -s -j2 PG_CONFIG="$HOST_PG_CONFIG" all >"$log" 2>&1; then cat "$log"; rm -f "$log"; return 1; fi
   if grep -E 'warning:' "$log"; then echo "build printed warnings" >&2; rm -f "$log"; return 1; fi
   rm -f "$log"
 }
 
 # A private copy of the PostgreSQL installation with idem installed into it,
 # like PostgreSQL's own tmp_install: no system directory is written, and
-# several runs can proceed side by side. Sets PGBIN.
-make_private_install() {
-  local root=$1
-  local bindir sharedir pkglibdir
-  bindir=$(pg_config --bindir)
-  sharedir=$(pg_config --sharedir)
-  pkglibdir=$(pg_config --pkglibdir)
-  mkdir -p "$root$(dirname "$bindir")" "$root$(dirname "$sharedir")"
+# several runs can proceed side by side. The copy's pg_config, postgres and
+# pgxs find their files relative to where they are, so the copy's pg_config
+# reports the copy's directories (and `make installcheck PG_CONFIG=<it>`
+# tests the copy); the server headers come along so it can build too.
+# Installs the tree in the current directory. Sets PGBIN.
+make_private_install() {  # root [pg_config]
+  local root=$1 pgc=${2:-$HOST_PG_CONFIG}
+  local bindir sharedir pkglibdir includedir
+  bindir=$("$pgc" --bindir)
+  sharedir=$("$pgc" --sharedir)
+  pkglibdir=$("$pgc" --pkglibdir)
+  includedir=$("$pgc" --includedir-server)
+  mkdir -p "$root$(dirname "$bindir")" "$root$(dirname "$sharedir")" "$root$(dirname "$includedir")"
   cp -a "$(dirname "$bindir")/." "$root$(dirname "$bindir")/"
-  cp -a "$sharedir" "$root$(dirname "$sharedir")/"
+  [ -d "$root$sharedir" ] || cp -a "$sharedir" "$root$(dirname "$sharedir")/"
   [ -d "$root$pkglibdir" ] || cp -a "$pkglibdir" "$root$(dirname "$pkglibdir")/"
-  make -s install DESTDIR="$root" >/dev/null
+  [ -d "$root$includedir" ] || cp -a "$includedir" "$root$(dirname "$includedir")/"
+  make -s install DESTDIR="$root" PG_CONFIG="$pgc" >/dev/null
   PGBIN="$root$bindir"
 }
 
@@ -85,5 +118,31 @@ CONF
 stop_cluster() {
   local dir=$1
   [ -f "$dir/data/postmaster.pid" ] && as_cluster_user "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1
+  return 0
+}
+
+# The tree a run tests: what git tracks plus new files, without build
+# products (a developer's clone may hold objects of another major).
+copy_tree() {  # destination
+  mkdir -p "$1"
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z -c -o --exclude-standard | tar --null -T - -cf - --ignore-failed-read 2>/dev/null |
+      tar -xf - -C "$1"
+  else
+    cp -a . "$1"
+    find "$1" \( -name '*.o' -o -name '*.so' -o -name '*.bc' \) -delete
+  fi
+}
+
+# Stops, by the pid in their postmaster.pid, the servers whose data
+# directories lie under a directory (a run cut short leaves them: pg_ctl
+# detaches them from the run's process group). Immediate shutdown.
+stop_servers_under() {  # dir
+  local f pid
+  while IFS= read -r f; do
+    pid=$(head -n 1 "$f" 2>/dev/null)
+    [[ $pid =~ ^[0-9]+$ ]] || continue
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = postgres ] && kill -QUIT "$pid" 2>/dev/null
+  done < <(find "$1" -name postmaster.pid 2>/dev/null)
   return 0
 }

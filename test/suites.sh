@@ -1,105 +1,236 @@
 #!/usr/bin/env bash
-# Runs every suite against the cluster in PGHOST/PGPORT, from the tree in $1,
-# and prints the closing line. Called by ../run-tests as the cluster's user.
+# Every per-major suite on one PostgreSQL, as run-tests calls it for each
+# major: on the host (15, idem in a private copy of the installation), inside
+# a Debian chroot (17, 18; idem in the chroot's system directories) or
+# against the assert-enabled build (regress and isolation only). Runs as root
+# and drops to the cluster's user (postgres) for everything that starts a
+# server. The suites are the ones Postgres users know: `make installcheck`
+# (regress + isolation on a temp instance that preloads idem), pgTAP,
+# `make prove_installcheck` (test/t), and test/extra.d (except fuzz.sh, pure
+# C++, which run-tests runs once).
+#
+#   test/suites.sh --work DIR --pg-config PATH --port N [--private-install] [--assert]
+#
+# DIR/tree is a copy of the source tree (run-tests makes it). Each suite's
+# log is DIR/<suite>.log; DIR/tally gets one "suite passed failed" line per
+# suite. A failing test is named, with the head of its diff or the tail of
+# its log. IDEM_ONLY (any of regress isolation pgtap tap extra, or an extra's
+# name) limits the suites; IDEM_TAP_FILES selects TAP files.
 set -uo pipefail
-TREE=$1
-cd "$TREE"
-PGXS_DIR=$(dirname "$(pg_config --pgxs)")/../..
-OUT=$IDEM_WORK/out
-mkdir -p "$OUT"
-passed=0
-failed=0
-failed_suites=()
-# IDEM_ONLY="tap regress" runs just those suites (unit regress isolation pgtap tap extra).
-wanted() { [ -z "${IDEM_ONLY:-}" ] || [[ " $IDEM_ONLY " == *" $1 "* ]]; }
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
+WORKDIR= PG_CONFIG= PORT= PRIVATE=0 ASSERT=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --work) WORKDIR=$2; shift 2 ;;
+    --pg-config) PG_CONFIG=$2; shift 2 ;;
+    --port) PORT=$2; shift 2 ;;
+    --private-install) PRIVATE=1; shift ;;
+    --assert) ASSERT=1; shift ;;
+    *) echo "test/suites.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+TREE=$WORKDIR/tree
+TALLY=$WORKDIR/tally
+: >"$TALLY"
+cd "$TREE" || exit 1
+
+wanted() { [ -z "${IDEM_ONLY:-}" ] || [[ " $IDEM_ONLY " == *" $1 "* ]]; }
+wanted_extra() { [ -z "${IDEM_ONLY:-}" ] || [[ " $IDEM_ONLY " == *" extra "* || " $IDEM_ONLY " == *" $1 "* ]]; }
+# The suites run as the cluster's user, from the copy it owns; MAKEFLAGS
+# from a caller's make must not leak into them.
+as_user() { as_cluster_user env -u MAKEFLAGS -u MAKELEVEL "$@"; }
+
+# Each suite's wall time runs from its begin to its tally.
+begin() { say "$1"; suite_started=$SECONDS; }
+suite_started=$SECONDS
 tally() {  # suite passed failed
-  passed=$((passed + $2))
-  failed=$((failed + $3))
-  printf '    %-12s %d passed, %d failed\n' "$1" "$2" "$3"
-  [ "$3" -eq 0 ] || failed_suites+=("$1")
+  printf '%s %d %d %d\n' "$1" "$2" "$3" $((SECONDS - suite_started)) >>"$TALLY"
+  printf '  %-12s %d passed, %d failed (%ds)\n' "$1" "$2" "$3" $((SECONDS - suite_started))
 }
 
-# pg_regress and pg_isolation_regress: one test a file.
-run_regress() {  # suite driver inputdir tests...
-  local suite=$1 driver=$2 inputdir=$3 log="$OUT/$1.log"
-  shift 3
-  local count=$#
-  "$driver" --inputdir="$inputdir" --outputdir="$OUT/$suite" --bindir="$(dirname "$(command -v psql)")" \
-    --host="$PGHOST" --port="$PGPORT" --user=postgres --dbname="idem_$suite" "$@" >"$log" 2>&1
-  local bad
-  bad=$(grep -oE '^ *[0-9]+ of [0-9]+ tests failed' "$log" | awk '{print $1}')
+# Ownership is set here, not by the caller: inside a chroot the user's id
+# may differ from the host's.
+[ "$(id -u)" -eq 0 ] && chown -R postgres "$WORKDIR"
+
+# Build: zero warnings, with this major's headers.
+begin "build ($("$PG_CONFIG" --version))"
+as_user make -s -j2 PG_CONFIG="$PG_CONFIG" all >"$WORKDIR/build.log" 2>&1
+st=$?
+if [ $st -ne 0 ] || grep -q 'warning:' "$WORKDIR/build.log"; then
+  grep -E 'warning:|error:' "$WORKDIR/build.log" | head -40
+  [ $st -ne 0 ] && tail -n 20 "$WORKDIR/build.log"
+  echo "  build failed or printed warnings (log: $WORKDIR/build.log)"
+  tally build 0 1
+  [ $st -ne 0 ] && exit 1
+else
+  tally build 1 0
+fi
+
+# Install: into a private copy of the installation (no system directory is
+# written), or into this root's system directories (a chroot is ours).
+if [ $PRIVATE = 1 ]; then
+  make_private_install "$WORKDIR/install" "$PG_CONFIG" >"$WORKDIR/install.log" 2>&1 ||
+    { cat "$WORKDIR/install.log"; tally install 0 1; exit 1; }
+  RUN_PG_CONFIG=$PGBIN/pg_config
+  # The copy's pg_config must point at the copy, or installcheck would test
+  # whatever the system has installed.
+  if [[ $("$RUN_PG_CONFIG" --pkglibdir) != "$WORKDIR/install"/* || $("$RUN_PG_CONFIG" --sharedir) != "$WORKDIR/install"/* ]]; then
+    echo "  the private copy's pg_config reports $("$RUN_PG_CONFIG" --pkglibdir), not a path under $WORKDIR/install"
+    tally install 0 1
+    exit 1
+  fi
+  say "installed into $WORKDIR/install"
+else
+  make -s install PG_CONFIG="$PG_CONFIG" >"$WORKDIR/install.log" 2>&1 ||
+    { cat "$WORKDIR/install.log"; tally install 0 1; exit 1; }
+  RUN_PG_CONFIG=$PG_CONFIG
+  PGBIN=$("$PG_CONFIG" --bindir)
+  say "installed into $("$PG_CONFIG" --pkglibdir)"
+fi
+export PATH="$PGBIN:$PATH" IDEM_WORK="$WORKDIR"
+# Temporary files (the TAP tests' socket directories among them) stay in the
+# work directory, not in the /tmp of the host or of a cached chroot.
+mkdir -p "$WORKDIR/tmp"
+[ "$(id -u)" -eq 0 ] && chown postgres "$WORKDIR/tmp"
+export TMPDIR=$WORKDIR/tmp
+export IDEM_TEST_PORT=$PORT IDEM_BENCH_PORT=$PORT
+
+# pg_regress and pg_isolation_regress through `make installcheck`, one suite
+# at a time so that a failure in one does not hide the other.
+installcheck_suite() {  # suite make-variable-that-empties-the-other output-dir
+  local suite=$1 other=$2 outdir=$3 log="$WORKDIR/$1.log" st=0 total bad
+  begin "$suite (make installcheck)"
+  as_user make installcheck PG_CONFIG="$RUN_PG_CONFIG" "$other=" >"$log" 2>&1 || st=$?
+  # 15 prints "All 23 tests passed." / "1 of 23 tests failed."; 16+ prefixes "# ".
+  total=$(grep -oE '(All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed)' "$log" | grep -oE '[0-9]+ tests' | grep -oE '[0-9]+')
+  bad=$(grep -oE '[0-9]+ of [0-9]+ tests failed' "$log" | awk '{print $1}')
   bad=${bad:-0}
-  # No summary line at all: the driver itself failed, so nothing passed.
-  grep -qE 'tests passed|tests failed' "$log" || bad=$count
-  grep -E '\.\.\. |tests passed|tests failed' "$log" | sed 's/^/      /'
-  [ "$bad" -eq 0 ] || { [ -f "$OUT/$suite/regression.diffs" ] && head -100 "$OUT/$suite/regression.diffs"; }
-  tally "$suite" $((count - bad)) "$bad"
+  if [ -z "$total" ]; then
+    tail -n 30 "$log"
+    echo "  $suite: pg_regress did not finish (log: $log)"
+    tally "$suite" 0 1
+    return
+  fi
+  if [ "$bad" -ne 0 ] || [ $st -ne 0 ]; then
+    echo "  failing $suite tests:"
+    grep -E '\.\.\. FAILED|\.\.\. failed|^not ok' "$log" | sed 's/^/    /'
+    [ -f "$outdir/regression.diffs" ] && { echo "  head of $TREE/$outdir/regression.diffs:"; head -n 60 "$outdir/regression.diffs"; }
+    [ "$bad" -eq 0 ] && bad=1
+  fi
+  tally "$suite" $((total - bad)) "$bad"
 }
 
 # prove and pg_prove: one test an assertion.
 tally_tap() {  # suite log exit-status
   local total bad
-  total=$(grep -oE 'Tests=[0-9]+' "$2" | tail -1 | cut -d= -f2)
+  total=$(grep -oE 'Tests=[0-9]+' "$2" | tail -n 1 | cut -d= -f2)
   total=${total:-0}
   bad=$(grep -oE 'Failed [0-9]+/[0-9]+ subtests' "$2" | awk -F'[ /]' '{s+=$2} END {print s+0}')
   if [ "$3" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; total=$((total + 1)); fi
   tally "$1" $((total - bad)) "$bad"
 }
 
-if wanted unit && [ -f test/unit/run.sh ]; then
-  echo "==> unit tests (C++, plain and ASan/UBSan)"
-  bash test/unit/run.sh "$OUT/unit" >"$OUT/unit.log" 2>&1; st=$?
-  tail -5 "$OUT/unit.log" | sed 's/^/      /'
-  line=$(grep -E '^unit: [0-9]+ passed, [0-9]+ failed' "$OUT/unit.log" | tail -1)
-  p=$(echo "$line" | awk '{print $2}'); f=$(echo "$line" | awk '{print $4}')
-  [ -n "$line" ] || { p=0; f=1; }
-  [ $st -eq 0 ] || [ "${f:-0}" -gt 0 ] || f=1
-  tally unit "${p:-0}" "${f:-1}"
+# The summary prove prints after a failure (file, exit status, test numbers).
+tap_failure_summary() {  # log
+  sed -n '/^Test Summary Report/,/^Files=/p' "$1" | grep -v '^Files=' | sed 's/^/    /'
+}
+
+wanted regress && installcheck_suite regress ISOLATION .
+wanted isolation && installcheck_suite isolation REGRESS output_iso
+
+# A failed assertion or a crash in a background process (idem's worker) need
+# not fail a test: the temp instances' logs must show none.
+if wanted regress || wanted isolation; then
+  begin "server logs of make installcheck (no TRAP, no crash)"
+  crashes=$(cat log/postmaster.log output_iso/log/postmaster.log 2>/dev/null |
+    grep -E 'TRAP:|terminated by signal|was terminated by exception|PANIC:')
+  if [ -n "$crashes" ]; then
+    echo "$crashes" | head -n 20 | sed 's/^/    /'
+    echo "  (logs: $TREE/log/postmaster.log, $TREE/output_iso/log/postmaster.log)"
+    tally server_logs 0 1
+  else
+    tally server_logs 1 0
+  fi
 fi
 
-wanted regress && echo "==> pg_regress" &&
-run_regress regress "$PGXS_DIR/src/test/regress/pg_regress" . \
-  $(ls sql/*.sql | xargs -n1 basename | grep -v '^idem--' | sed 's/\.sql$//')
+if [ $ASSERT = 1 ]; then
+  # The point of this build: assertions are really on.
+  begin "assertions (SHOW debug_assertions)"
+  mkdir -p "$WORKDIR/cluster"
+  [ "$(id -u)" -eq 0 ] && chown postgres "$WORKDIR/cluster"
+  if start_cluster "$WORKDIR/cluster" "$PORT" >"$WORKDIR/assertions.log" 2>&1; then
+    on=$(as_user psql -XAtq -d postgres -c 'SHOW debug_assertions' 2>>"$WORKDIR/assertions.log")
+    stop_cluster "$WORKDIR/cluster"
+  fi
+  if [ "${on:-}" = on ]; then tally assertions 1 0; else
+    echo "  SHOW debug_assertions gave '${on:-}' (log: $WORKDIR/assertions.log)"; tally assertions 0 1; fi
+  exit 0
+fi
 
-wanted isolation && echo "==> isolation" &&
-run_regress isolation "$PGXS_DIR/src/test/isolation/pg_isolation_regress" test \
-  $(ls test/specs/*.spec | xargs -n1 basename | sed 's/\.spec$//')
-
-if wanted pgtap; then
-  echo "==> pgTAP"
-  createdb idem_pgtap && psql -qX -d idem_pgtap -c 'CREATE EXTENSION pgtap; CREATE EXTENSION idem;' >/dev/null
-  pg_prove -d idem_pgtap pgtap/*.sql >"$OUT/pgtap.log" 2>&1; st=$?
-  grep -vE '^\s*$' "$OUT/pgtap.log" | tail -15 | sed 's/^/      /'
-  tally_tap pgtap "$OUT/pgtap.log" $st
+# pgTAP and the extra suites share one cluster with idem preloaded.
+mkdir -p "$WORKDIR/cluster"
+[ "$(id -u)" -eq 0 ] && chown postgres "$WORKDIR/cluster"
+extras=()
+for extra in test/extra.d/*.sh; do
+  name=$(basename "$extra" .sh)
+  [ "$name" = fuzz ] && continue  # pure C++: run-tests runs it once
+  wanted_extra "$name" && extras+=("$name")
+done
+if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
+  say "starting a cluster (port $PORT)"
+  start_cluster "$WORKDIR/cluster" "$PORT" || { tally cluster 0 1; exit 1; }
+  if wanted pgtap; then
+    begin "pgTAP"
+    log=$WORKDIR/pgtap.log
+    as_user createdb idem_pgtap &&
+      as_user psql -qX -d idem_pgtap -c 'CREATE EXTENSION pgtap; CREATE EXTENSION idem;' >/dev/null
+    as_user pg_prove -d idem_pgtap pgtap/*.sql >"$log" 2>&1
+    st=$?
+    grep -E '^pgtap/|^#|^Files=|^Result' "$log" | sed 's/^/    /'
+    [ $st -eq 0 ] || tap_failure_summary "$log"
+    tally_tap pgtap "$log" $st
+  fi
+  for name in "${extras[@]}"; do
+    begin "$name"
+    log=$WORKDIR/$name.log
+    as_user bash "test/extra.d/$name.sh" >"$log" 2>&1
+    st=$?
+    line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+    p=$(echo "$line" | awk '{print $2}')
+    f=$(echo "$line" | awk '{print $4}')
+    [ -n "$line" ] || { p=0; f=1; }
+    [ $st -eq 0 ] || [ "${f:-0}" -gt 0 ] || f=1
+    if [ "$f" -gt 0 ]; then
+      grep -E '^(FAILED|not ok)' "$log" | sed 's/^/    /'
+      echo "  tail of $log:"
+      tail -n 25 "$log" | sed 's/^/    /'
+    else
+      tail -n 1 "$log" | sed 's/^/    /'
+    fi
+    tally "$name" "$p" "$f"
+  done
+  stop_cluster "$WORKDIR/cluster"
 fi
 
 if wanted tap && compgen -G "test/t/*.pl" >/dev/null; then
-  echo "==> TAP (PostgreSQL::Test::Cluster)"
-  export PERL5LIB="$PGXS_DIR/src/test/perl" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress"
-  export TESTDIR="$OUT/tap" IDEM_TREE="$TREE"
-  mkdir -p "$TESTDIR"
-  (unset PGHOST PGPORT; prove -v ${IDEM_TAP_FILES:-test/t/*.pl} >"$OUT/tap.log" 2>&1); st=$?
-  grep -E '^(# [a-z].*:|t/|Files=|Result)' "$OUT/tap.log" | sed 's/^/      /'
-  tally_tap tap "$OUT/tap.log" $st
+  begin "TAP (make prove_installcheck)"
+  log=$WORKDIR/tap.log
+  # prove prints a line as each file finishes; the pipe shows it at once.
+  selection=()
+  [ -n "${IDEM_TAP_FILES:-}" ] && selection=(PROVE_TESTS="$IDEM_TAP_FILES")
+  as_user make -s prove_installcheck PG_CONFIG="$RUN_PG_CONFIG" "${selection[@]}" 2>&1 |
+    tee "$log" | grep --line-buffered -E '^test/t/|^#   |^# Looks like|^Files=|^Result' |
+    grep --line-buffered -v '(Wstat' | sed -u 's/^/    /'
+  st=${PIPESTATUS[0]}
+  if [ "$st" -ne 0 ]; then
+    tap_failure_summary "$log"
+    for f in $(sed -n '/^Test Summary Report/,$p' "$log" | grep -oE '^test/t/[^ ]+\.pl'); do
+      name=$(basename "$f" .pl)
+      echo "  tail of $TREE/tmp_check/log/regress_log_$name:"
+      tail -n 25 "tmp_check/log/regress_log_$name" 2>/dev/null | sed 's/^/    /'
+    done
+  fi
+  tally_tap tap "$log" "$st"
 fi
-
-if wanted extra && [ -d test/extra.d ]; then
-  for extra in test/extra.d/*.sh; do
-    [ -f "$extra" ] || continue
-    name=$(basename "$extra" .sh)
-    echo "==> $name"
-    bash "$extra" >"$OUT/$name.log" 2>&1; st=$?
-    sed 's/^/      /' "$OUT/$name.log" | tail -20
-    line=$(grep -E '^[a-z_-]+: [0-9]+ passed, [0-9]+ failed' "$OUT/$name.log" | tail -1)
-    p=$(echo "$line" | awk '{print $2}'); f=$(echo "$line" | awk '{print $4}')
-    [ -n "$line" ] || { p=0; f=1; }
-    [ $st -eq 0 ] || [ "${f:-0}" -gt 0 ] || f=1
-    tally "$name" "${p:-0}" "${f:-1}"
-  done
-fi
-
-echo
-[ ${#failed_suites[@]} -eq 0 ] || echo "failed suites: ${failed_suites[*]}"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+exit 0

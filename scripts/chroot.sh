@@ -1,0 +1,107 @@
+# Debian chroots for the majors the host does not package: created with
+# debootstrap on first use, cached outside the clone, reused while their
+# stamp matches, and mounted only while a run uses them. Sourced by run-tests
+# (after scripts/lib.sh), not run.
+#
+# Commands run inside through scripts/chroot-run.sh, which mounts what they
+# need in a mount namespace of their own and unmounts it whatever happens.
+
+CHROOT_CACHE=${IDEM_CHROOT_CACHE:-/var/cache/idem/chroots}
+DEBIAN_MIRROR=http://deb.debian.org/debian
+
+# The Debian suite that packages each major the host does not.
+chroot_suite() {  # major
+  case $1 in
+    17) echo trixie ;;
+    18) echo sid ;;
+    *) return 1 ;;
+  esac
+}
+
+# What a chroot needs to build idem and run every per-major suite (bc: the
+# stats suite's timing line).
+chroot_packages() {  # major
+  echo make g++ "postgresql-$1" "postgresql-server-dev-$1" "postgresql-$1-pgtap" \
+    libtap-parser-sourcehandler-pgtap-perl libipc-run-perl libssl-dev libdbd-pg-perl \
+    python3 perl bc
+}
+
+# What the stamp records: a change here (another package, another setup
+# step) re-runs the setup and the install on the next run.
+chroot_recipe() {  # suite major
+  printf 'suite: %s\nmirror: %s\nsetup: createcluster.conf create_main_cluster=false; policy-rc.d exit 101; %s\npackages: %s\n' \
+    "$1" "$DEBIAN_MIRROR" "$([ "$1" = sid ] && echo 'Check-Valid-Until false' || echo '-')" \
+    "$(chroot_packages "$2" | tr ' ' '\n' | sort | tr '\n' ' ')"
+}
+
+chroot_root() { echo "$CHROOT_CACHE/$(chroot_suite "$1")"; }
+
+# True when the chroot for a major is there with a stamp that matches.
+chroot_ready() {  # major
+  local root
+  root=$(chroot_root "$1") || return 1
+  [ -f "$root/.idem-stamp" ] && [ "$(cat "$root/.idem-stamp")" = "$(chroot_recipe "$(chroot_suite "$1")" "$1")" ]
+}
+
+# Creates the chroot for a major, or reuses it. A chroot made by hand with the
+# same commands (debootstrap, the two PostgreSQL settings, the packages) is
+# adopted: the install step finds every package there and only writes the stamp.
+# Two runs making the same chroot would fight over its dpkg lock: the second
+# waits for the first, then finds the chroot made.
+ensure_chroot() {  # major
+  local suite
+  suite=$(chroot_suite "$1") || { echo "no Debian suite known for PostgreSQL $1" >&2; return 1; }
+  if chroot_ready "$1"; then
+    say "PostgreSQL $1: chroot $CHROOT_CACHE/$suite (cached)"
+    return 0
+  fi
+  [ "$(id -u)" -eq 0 ] || { echo "creating a chroot needs root" >&2; return 1; }
+  mkdir -p "$CHROOT_CACHE"
+  (
+    flock 9
+    chroot_ready "$1" && { say "PostgreSQL $1: chroot $CHROOT_CACHE/$suite (made by another run)"; exit 0; }
+    setup_chroot "$1"
+  ) 9>"$CHROOT_CACHE/.$suite.lock"
+}
+
+setup_chroot() {  # major
+  local major=$1 suite root stamp want started
+  suite=$(chroot_suite "$major")
+  root=$CHROOT_CACHE/$suite
+  stamp=$root/.idem-stamp
+  want=$(chroot_recipe "$suite" "$major")
+  started=$(date +%s)
+  if [ ! -x "$root/usr/bin/apt-get" ]; then
+    ensure_host_packages debootstrap
+    # Into a scratch directory first: an interrupted debootstrap must not
+    # leave a directory that looks like a chroot.
+    rm -rf "$root.partial"
+    mkdir -p "$CHROOT_CACHE"
+    say "PostgreSQL $major: debootstrap $suite into $root (a line a minute; log $CHROOT_CACHE/$suite.log)"
+    run_with_heartbeat "debootstrap $suite" "$CHROOT_CACHE/$suite.log" \
+      debootstrap --variant=minbase "$suite" "$root.partial" "$DEBIAN_MIRROR" || return 1
+    rm -rf "$root"
+    mv "$root.partial" "$root"
+    say "PostgreSQL $major: debootstrap took $(( $(date +%s) - started ))s"
+  fi
+  # No cluster is made when the server package is installed, and no service
+  # is started inside the chroot.
+  mkdir -p "$root/etc/postgresql-common"
+  echo "create_main_cluster = false" >"$root/etc/postgresql-common/createcluster.conf"
+  printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+  chmod +x "$root/usr/sbin/policy-rc.d"
+  # sid's Release file on the mirror is a snapshot whose Valid-Until passes.
+  if [ "$suite" = sid ]; then
+    echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99idem-snapshot"
+  fi
+  local packages
+  packages=$(chroot_packages "$major")
+  say "PostgreSQL $major: apt in the $suite chroot ($packages; log $CHROOT_CACHE/$suite-pkgs.log)"
+  local t0
+  t0=$(date +%s)
+  run_with_heartbeat "apt in $suite" "$CHROOT_CACHE/$suite-pkgs.log" \
+    scripts/chroot-run.sh "$root" -- sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages" ||
+    return 1
+  printf '%s\n' "$want" >"$stamp"
+  say "PostgreSQL $major: chroot ready (apt $(( $(date +%s) - t0 ))s; total $(( $(date +%s) - started ))s)"
+}
