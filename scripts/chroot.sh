@@ -74,11 +74,13 @@ setup_chroot() {  # major
   if [ ! -x "$root/usr/bin/apt-get" ]; then
     ensure_host_packages debootstrap
     # Into a scratch directory first: an interrupted debootstrap must not
-    # leave a directory that looks like a chroot.
+    # leave a directory that looks like a chroot. In a mount namespace of its
+    # own, so that the /proc and /sys it mounts inside go away with it.
     rm -rf "$root.partial"
     mkdir -p "$CHROOT_CACHE"
     say "PostgreSQL $major: debootstrap $suite into $root (a line a minute; log $CHROOT_CACHE/$suite.log)"
     run_with_heartbeat "debootstrap $suite" "$CHROOT_CACHE/$suite.log" \
+      unshare --mount --propagation private -- \
       debootstrap --variant=minbase "$suite" "$root.partial" "$DEBIAN_MIRROR" || return 1
     rm -rf "$root"
     mv "$root.partial" "$root"

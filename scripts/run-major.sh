@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One target of the test command: copies the tree into WORK/LABEL/tree and
-# runs test/suites.sh there for one PostgreSQL: the host's 15 (idem in a
-# private copy of the installation), a major in its Debian chroot (17, 18),
+# runs there the pure C++ suites (KIND "host": unit tests and the fuzzer,
+# once per run) or test/suites.sh for one PostgreSQL: the host's 15 (idem in
+# a private copy of the installation), a major in its Debian chroot (17, 18),
 # or the assert-enabled 15 (KIND "assert"). run-tests starts it as the leader
 # of its own process group, so a run cut short can end it and its children.
 #
-#   scripts/run-major.sh LABEL KIND PORT WORK
+#   scripts/run-major.sh LABEL KIND PORT WORK     (KIND: host 15 17 18 assert)
 #
 # Leaves WORK/LABEL/tally (a line per suite) and WORK/LABEL/wall.
 set -uo pipefail
@@ -19,8 +20,44 @@ dir=$work/$label
 started=$(date +%s)
 mkdir -p "$dir"
 copy_tree "$dir/tree"
+wanted() { [ -z "${IDEM_ONLY:-}" ] || [[ " $IDEM_ONLY " == *" $1 "* ]]; }
+
+# Reads a "<suite>: N passed, N failed" closing line into the tally.
+tally_line() {  # suite log status started-at
+  local line p f
+  line=$(grep -E "^$1: [0-9]+ passed, [0-9]+ failed" "$2" | tail -n 1)
+  p=$(echo "$line" | awk '{print $2}')
+  f=$(echo "$line" | awk '{print $4}')
+  [ -n "$line" ] || { p=0; f=1; }
+  [ "$3" -eq 0 ] || [ "${f:-0}" -gt 0 ] || f=1
+  if [ "$f" -gt 0 ]; then echo "  $1 failed; tail of $2:"; tail -n 30 "$2" | sed 's/^/    /'; fi
+  printf '  %-12s %d passed, %d failed (%ds)\n' "$1" "$p" "$f" $((SECONDS - $4))
+  echo "$1 $p $f $((SECONDS - $4))" >>"$dir/tally"
+}
+
+# The pure C++ suites: as the cluster's user, from the copy it owns.
+run_host_suites() {
+  local st t
+  : >"$dir/tally"
+  [ "$(id -u)" -eq 0 ] && chown -R postgres "$dir"
+  if wanted unit; then
+    say "unit tests (C++, plain and ASan/UBSan)"
+    st=0 t=$SECONDS
+    (cd "$dir/tree" && as_cluster_user bash test/unit/run.sh "$dir/unit") >"$dir/unit.log" 2>&1 || st=$?
+    tally_line unit "$dir/unit.log" $st $t
+  fi
+  if wanted fuzz || wanted extra; then
+    say "fuzz (libFuzzer on the JSON canonicalizer)"
+    st=0 t=$SECONDS
+    (cd "$dir/tree" && IDEM_WORK=$dir as_cluster_user bash test/extra.d/fuzz.sh) >"$dir/fuzz.log" 2>&1 || st=$?
+    tally_line fuzz "$dir/fuzz.log" $st $t
+  fi
+}
+
 st=0
 case $kind in
+  host)
+    run_host_suites ;;
   15)
     bash "$dir/tree/test/suites.sh" --work "$dir" --port "$port" --private-install \
       --pg-config /usr/lib/postgresql/15/bin/pg_config || st=$? ;;
@@ -32,8 +69,9 @@ case $kind in
       bash "$dir/tree/test/suites.sh" --work "$dir" --port "$port" \
       --pg-config "/usr/lib/postgresql/$kind/bin/pg_config" || st=$? ;;
 esac
-# Suites that ended before counting anything still count as a failure.
-[ -s "$dir/tally" ] || echo "suites 0 1" >"$dir/tally"
+# Suites that ended before counting anything still count as a failure (the
+# host's may count nothing when IDEM_ONLY names none of them).
+[ -s "$dir/tally" ] || [ "$kind" = host ] || echo "suites 0 1" >"$dir/tally"
 [ $st -eq 0 ] || echo "suites.sh exited with status $st"
 echo $(( $(date +%s) - started )) >"$dir/wall"
 exit $st
