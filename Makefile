@@ -40,3 +40,8 @@ $(OBJS): $(wildcard src/*.hpp)
 .PHONY: prove_installcheck
 prove_installcheck:
 	$(prove_installcheck)
+
+# The PGXN release zip, NAME-VERSION.zip from META.json (scripts/make_dist.sh).
+.PHONY: dist
+dist:
+	scripts/make_dist.sh
