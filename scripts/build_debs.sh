@@ -11,9 +11,10 @@
 #
 # SOURCE_DIR is an unpacked source tree with its debian/ directory; it is
 # copied, never written. OUT_DIR receives the .deb, .buildinfo and .changes
-# files, build.log and lintian.txt. Fails on a failed build, on any
-# "warning:" line in the build log (the compilers' and dpkg's), and on any
-# lintian error; lintian's warnings are listed for the caller to judge.
+# files, build.log, warnings.txt and lintian.txt. Exits 1 when the build
+# fails, 3 when it built but printed a "warning:" line (the compilers' or
+# dpkg's) or lintian found an error; lintian's warnings are listed for the
+# caller to judge.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/pkg_chroot.sh"
@@ -53,12 +54,12 @@ status=0
 if grep -n 'warning:' "$log" >"$out/warnings.txt"; then
   echo "the build printed warnings:" >&2
   cat "$out/warnings.txt" >&2
-  status=1
+  status=3
 fi
 if grep -q '^E: ' "$out/lintian.txt"; then
   echo "lintian found errors:" >&2
   grep '^E: ' "$out/lintian.txt" >&2
-  status=1
+  status=3
 fi
 printf 'built %s in %s s (lintian %s s): %s\n' "$suite" "$build_s" "$lintian_s" \
   "$(cd "$out" && ls -- *.deb | tr '\n' ' ')"
