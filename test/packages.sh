@@ -55,8 +55,15 @@ stop_chroot_servers() {  # root
     kill -KILL "$pid" 2>/dev/null
   done
 }
+kill_tree() {  # pid: the process and its descendants, children first
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill -TERM "$1" 2>/dev/null
+}
+BUILDER=
 cleanup() {
   local root
+  [ -z "$BUILDER" ] || kill_tree "$BUILDER"
   for root in "${CHROOTS[@]}"; do stop_chroot_servers "$root"; done
   pkg_unmount_all
   if [ "${KEEP_WORK:-0}" = 1 ] || [ "$failed" -ne 0 ]; then
@@ -127,9 +134,11 @@ build_cached() {  # suite source-dir label
     return "$(cat "$BUILT/status")"
   fi
   rm -rf "$BUILT.partial"
-  local st=0
+  local st=0 t0
+  t0=$(now_ms)
   nice bash "$TREE/scripts/build_debs.sh" "$suite" "$src" "$BUILT.partial" || st=$?
   echo "$st" >"$BUILT.partial/status"
+  awk "BEGIN {printf \"%.1f\", ($(now_ms) - $t0) / 1000}" >"$BUILT.partial/seconds"
   rm -rf "$BUILT" && mv "$BUILT.partial" "$BUILT"
   # Older builds of the same suite and label are superseded.
   find "$PKG_CACHE/debs" -maxdepth 1 -name "$suite-$label-*" ! -path "$BUILT" -mtime +7 -exec rm -rf {} + 2>/dev/null
@@ -146,11 +155,58 @@ if ! timed "sources: working tree and 1.0 ($RELEASED_1_0)" "$WORK/sources.log" p
   exit 1
 fi
 V11=$(upstream_of "$WORK/src-1.1/idem")
+
+# The cached chroots that are missing or stale are made first, one suite per
+# background job: debootstrap and apt wait on the mirror and the disk, so the
+# three take little longer than one. The PGXN machine grows from bookworm's
+# minbase, after bookworm's build chroot has made it.
+prepare_caches() {
+  local major suite jobs=() st=0
+  for major in "${majors[@]}"; do
+    suite=$(pkg_suite "$major")
+    if [ "$suite" = bookworm ] && [ $pgxn = 1 ]; then
+      (pkg_ensure_build_chroot bookworm && pkg_ensure_pgxn_machine) >"$WORK/cache-$suite.log" 2>&1 &
+    else
+      pkg_ensure_build_chroot "$suite" >"$WORK/cache-$suite.log" 2>&1 &
+    fi
+    jobs+=($!)
+  done
+  if [ $pgxn = 1 ] && [[ " ${majors[*]} " != *" 15 "* ]]; then
+    (pkg_ensure_minbase bookworm && pkg_ensure_pgxn_machine) >"$WORK/cache-pgxn.log" 2>&1 &
+    jobs+=($!)
+  fi
+  for job in "${jobs[@]}"; do wait "$job" || st=1; done
+  cat "$WORK"/cache-*.log
+  return $st
+}
+timed "chroots cached under $PKG_CACHE (made if missing)" "$WORK/caches.log" prepare_caches ||
+  { echo "packages: $passed passed, $failed failed"; exit 1; }
+# The builds run one after another in the background, ahead of the install
+# tests (which wait on dpkg and the servers more than on the CPU); a major's
+# install test starts when its builds are done. No two chroots of one suite
+# use apt at once: a suite's build is done before its install test starts.
+build_all() {
+  local major suite
+  for major in "${majors[@]}"; do
+    suite=$(pkg_suite "$major")
+    build_cached "$suite" "$WORK/src-1.1/idem" 1.1 >"$WORK/build-$major-1.1.log" 2>&1
+    build_cached "$suite" "$WORK/src-1.0/idem" 1.0 >"$WORK/build-$major-1.0.log" 2>&1
+    touch "$WORK/built-$major"
+  done
+}
+build_all &
+BUILDER=$!
+wait_for_builds() {  # major
+  while [ ! -e "$WORK/built-$1" ] && kill -0 "$BUILDER" 2>/dev/null; do sleep 1; done
+}
+
 port=$BASE_PORT
 for major in "${majors[@]}"; do
   test_major "$major" "$port"
   port=$((port + 1))
 done
+wait "$BUILDER"
+BUILDER=
 [ $pgxn = 0 ] || test_pgxn "$port"
 
 echo

@@ -89,14 +89,14 @@ remove_package() {  # label remove|purge
 }
 
 # The build of one package, its warnings and lintian's findings.
+# The background builds (test/packages.sh) have made it; this finds it in the
+# cache, or builds it if they could not.
 build_and_judge() {  # suite label source-dir
-  local suite=$1 label=$2 t0 st=0
-  t0=$(now_ms)
-  build_cached "$suite" "$3" "$label" >"$WORK/build-$MAJOR-$label.log" 2>&1 || st=$?
-  local secs
-  secs=$(awk "BEGIN {printf \"%.1f\", ($(now_ms) - $t0) / 1000}")
-  timings+=("$(printf '%-52s %6s s%s' "build $label for $MAJOR in $suite" "$secs" \
-    "$(grep -q '^(cached' "$WORK/build-$MAJOR-$label.log" && echo ' (cached)')")")
+  local suite=$1 label=$2 st=0
+  wait_for_builds "$MAJOR"
+  build_cached "$suite" "$3" "$label" >>"$WORK/build-$MAJOR-$label.log" 2>&1 || st=$?
+  timings+=("$(printf '%-52s %6s s%s' "build $label for $MAJOR in $suite" "$(cat "$BUILT/seconds" 2>/dev/null || echo -)" \
+    "$(head -1 "$WORK/build-$MAJOR-$label.log" | grep -q '^(cached' && echo ' (cached by an earlier run)')")")
   DEB=$(ls "$BUILT"/postgresql-"$MAJOR"-idem_*.deb 2>/dev/null | head -1)
   if [ $st = 1 ] || [ -z "$DEB" ]; then
     DEB=

@@ -30,7 +30,7 @@ zip_layout() {  # zip dist
   [ "$tops" = "$2" ] || { echo "top directories: $tops"; return 1; }
   echo "$names" | grep -qx "$2/META.json" || { echo "no $2/META.json"; return 1; }
   local bad
-  bad=$(echo "$names" | grep -E '(^|/)\.git(/|$)|\.(o|so|bc|zip)$|/(results|tmp_check|output_iso|log)/' || true)
+  bad=$(echo "$names" | grep -E "(^|/)\.git(/|\$)|\.(o|so|bc|zip)\$|^$2/(results|tmp_check|output_iso|log)/|/regression\.(diffs|out)\$" || true)
   [ -z "$bad" ] || { echo "does not belong in a release: $bad"; return 1; }
 }
 
@@ -58,7 +58,7 @@ test_pgxn() {  # port
   check "the extension files are where PostgreSQL 15 finds them" \
     test -f "$ROOT/usr/share/postgresql/15/extension/idem.control" -a -f "$ROOT/usr/lib/postgresql/15/lib/idem.so"
   { pkg_in "$ROOT" pg_createcluster 15 main -p "$PORT" -- --no-sync &&
-    echo "listen_addresses = ''" >"$ROOT/etc/postgresql/15/main/conf.d/idem-test.conf" &&
+    echo "listen_addresses = ''" >>"$ROOT/etc/postgresql/15/main/postgresql.conf" &&
     pkg_in "$ROOT" pg_ctlcluster 15 main start; } >"$WORK/pgxn-cluster.log" 2>&1 ||
     { bad "a cluster on the PGXN machine" "$(cat "$WORK/pgxn-cluster.log")"; return; }
   check_eq "CREATE EXTENSION idem, a claim and a replay (no preload)" "${V11%.*}
