@@ -69,3 +69,8 @@ prove_installcheck:
 	  TESTDATADIR='$(CURDIR)/tmp_check' IDEM_TREE='$(CURDIR)' PATH="$(bindir):$$PATH" \
 	  PGPORT='6$(DEF_PGPORT)' PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
 	  $(PROVE) $(PG_PROVE_FLAGS) -I test/t $(PROVE_FLAGS) $(PROVE_TESTS)
+
+# The PGXN release zip, NAME-VERSION.zip from META.json (scripts/make_dist.sh).
+.PHONY: dist
+dist:
+	scripts/make_dist.sh
