@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Makes one of the test command's caches: the chroot of a major (17, 18) or
-# the assert-enabled build ("assert"). run-tests starts several side by side,
-# each the leader of its own process group.
+# Makes one of the test command's caches: the chroot of a major (17, 18),
+# the assert-enabled build ("assert") or the package test's chroots
+# ("packages", for the majors named after it). run-tests starts several side
+# by side, each the leader of its own process group.
 #
-#   scripts/make-cache.sh 17|18|assert
+#   scripts/make-cache.sh 17|18|assert|packages [MAJOR...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -12,5 +13,10 @@ source scripts/cassert.sh
 
 case $1 in
   assert) ensure_cassert ;;
+  packages)
+    shift
+    args=()
+    for m in "$@"; do args+=(--major "$m"); done
+    test/packages.sh --caches-only "${args[@]}" ;;
   *) ensure_chroot "$1" ;;
 esac

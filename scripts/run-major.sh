@@ -7,6 +7,7 @@
 # of its own process group, so a run cut short can end it and its children.
 #
 #   scripts/run-major.sh LABEL KIND PORT WORK     (KIND: host 15 17 18 assert)
+#   scripts/run-major.sh packages packages MAJORS WORK   (MAJORS: 15,17,18)
 #
 # Leaves WORK/LABEL/tally (a line per suite) and WORK/LABEL/wall.
 set -uo pipefail
@@ -19,7 +20,7 @@ label=$1 kind=$2 port=$3 work=$4
 dir=$work/$label
 started=$(date +%s)
 mkdir -p "$dir"
-copy_tree "$dir/tree"
+[ "$kind" = packages ] || copy_tree "$dir/tree"
 wanted() { [ -z "${IDEM_ONLY:-}" ] || [[ " $IDEM_ONLY " == *" $1 "* ]]; }
 
 # Reads a "<suite>: N passed, N failed" closing line into the tally.
@@ -54,10 +55,24 @@ run_host_suites() {
   fi
 }
 
+# The package test, from the clone itself (it builds the 1.0 package from
+# the released commit, so it needs the git history), as root.
+run_package_test() {
+  local st=0 t=$SECONDS args=() m
+  : >"$dir/tally"
+  for m in ${port//,/ }; do args+=(--major "$m"); done
+  say "package test (Debian packages of ${port//,/, }; PGXN)"
+  test/packages.sh "${args[@]}" 2>&1 | tee "$dir/packages.log"
+  st=${PIPESTATUS[0]}
+  tally_line packages "$dir/packages.log" $st $t
+}
+
 st=0
 case $kind in
   host)
     run_host_suites ;;
+  packages)
+    run_package_test ;;
   15)
     bash "$dir/tree/test/suites.sh" --work "$dir" --port "$port" --private-install \
       --pg-config /usr/lib/postgresql/15/bin/pg_config || st=$? ;;
