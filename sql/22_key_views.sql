@@ -35,7 +35,7 @@ SELECT scope, total, processing, succeeded, failed_retryable, failed_final
 
 -- key_health's plan: the sweep index for in-flight keys, the purge index for
 -- expired ones, no pass over the table. (The planner would scan a table this
--- small sequentially; readme/stats.md shows the plan it picks at 1M rows.)
+-- small sequentially; docs/operating.md shows the plan it picks at 1M rows.)
 CREATE FUNCTION plan_of(query text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   line text;

@@ -1,6 +1,6 @@
 // idem.claim_idempotency_key: observe the row without a lock; on a miss, one
 // atomic INSERT ... ON CONFLICT DO NOTHING decides the owner (never a
-// SELECT-then-INSERT race); otherwise DESIGN.md's classification, where a
+// SELECT-then-INSERT race); otherwise docs/design.md's classification, where a
 // takeover is a compare-and-swap on what was observed.
 #include "arguments.hpp"
 #include "classify.hpp"

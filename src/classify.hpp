@@ -1,4 +1,4 @@
-// Claim classification: DESIGN.md's order of precedence as a pure function of
+// Claim classification: docs/design.md's order of precedence as a pure function of
 // what a claim observed. No Postgres header, so it is unit-tested on its own.
 #pragma once
 

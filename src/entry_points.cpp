@@ -14,7 +14,7 @@
 
 extern "C" {
 
-// The key store (DESIGN.md "Functions").
+// The key store (docs/design.md, "The contract in one page").
 IDEM_SQL_FUNCTION(claim_idempotency_key, idem::claim_idempotency_key)
 IDEM_SQL_FUNCTION(mark_succeeded, idem::mark_succeeded)
 IDEM_SQL_FUNCTION(mark_failed, idem::mark_failed)

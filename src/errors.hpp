@@ -9,7 +9,7 @@
 
 namespace idem {
 
-// SQLSTATEs of DESIGN.md (class P4) plus the standard ones idem raises itself.
+// SQLSTATEs of README.md, "Errors" (class P4) plus the standard ones idem raises itself.
 namespace sqlstate {
 inline constexpr char scope_invalid[] = "P4000";
 inline constexpr char key_invalid[] = "P4001";

@@ -1,4 +1,4 @@
-// The error boundary between C++ and Postgres (ENGINEERING.md).
+// The error boundary between C++ and Postgres (docs/internals.md, "The error boundary").
 //
 // Postgres reports errors with a longjmp that skips C++ destructors; C++
 // reports them with exceptions Postgres cannot catch. So every SQL-callable

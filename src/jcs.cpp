@@ -397,7 +397,7 @@ class Parser {
   }
 
   // RFC 8259 number, accepted only when its ECMAScript form is numerically
-  // equal to it (DESIGN.md): compared as decimal digits and exponent, never
+  // equal to it (docs/design.md): compared as decimal digits and exponent, never
   // as doubles, and in time linear in its length.
   Item number() {
     const std::size_t start = pos_;

@@ -15,7 +15,7 @@ inline constexpr int max_depth = 1000;
 // Throws idem::Error: invalid_json for anything RFC 8259 / I-JSON refuses
 // (including duplicate member names and invalid UTF-8), too_deep past
 // max_depth, inexact_number for a number whose canonical form would not be
-// numerically equal to what was sent (DESIGN.md: two amounts must never share
+// numerically equal to what was sent (docs/design.md: two amounts must never share
 // a fingerprint).
 std::string canonicalize(std::string_view json);
 

@@ -48,7 +48,7 @@ extern "C" {
 
 // For structs that live in frames Postgres may longjmp through (every frame
 // that calls Postgres): a longjmp skips destructors, so they must have none
-// that matters (ENGINEERING.md, "The error boundary").
+// that matters (docs/internals.md, "The error boundary").
 #define IDEM_LONGJMP_SAFE(Type)                                     \
   static_assert(std::is_trivially_destructible_v<Type>,            \
                 #Type " lives in frames Postgres may longjmp through, " \

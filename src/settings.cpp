@@ -31,7 +31,7 @@ void define_key_store_settings() {
 
 }  // namespace idem
 
-// ==== worker: settings of the background worker (worker.md) ====
+// ==== worker: settings of the background worker (docs/worker.md) ====
 extern "C" {
 #include "utils/varlena.h"
 }

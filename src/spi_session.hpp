@@ -1,4 +1,4 @@
-// The one owner of SPI connections (ENGINEERING.md, "SPI").
+// The one owner of SPI connections (docs/internals.md, "SPI").
 //
 // SPI_finish frees everything SPI handed out: result tuples, their
 // descriptor, the strings of SPI_getvalue, and whatever was palloc'd while

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves that the compile-time checks of the C++/Postgres boundary
-# (ENGINEERING.md, "The error boundary") refuse what they must:
+# (docs/internals.md, "The error boundary") refuse what they must:
 #   - src/pure.hpp: a pure translation unit that sees a Postgres header,
 #     before or after the mark, or through pg.hpp, must not compile, while the
 #     real pure files compile with the Postgres headers on the include path

@@ -1,4 +1,4 @@
-// DESIGN.md's order of precedence for a claim, as a table: every status,
+// docs/design.md's order of precedence for a claim, as a table: every status,
 // with and without a matching hash, an expired lock and a passed expiry.
 #include <gtest/gtest.h>
 
