@@ -133,29 +133,29 @@ class Checker:
             return
         if "name" in top:
             self.term("name", top["name"])
-        if "version" in top:
-            self.version("version", top["version"])
-        for key in ("abstract", "description", "generated_by"):
+        # Each top-level key that is present, checked by the rule for its kind.
+        checks = {
+            "version": lambda value: self.version("version", value),
+            "abstract": lambda value: self.string("abstract", value),
+            "description": lambda value: self.string("description", value),
+            "generated_by": lambda value: self.string("generated_by", value),
+            "maintainer": self.maintainer,
+            "license": self.license,
+            "provides": self.provides,
+            "meta-spec": self.meta_spec,
+            "tags": self.tags,
+            "no_index": self.no_index,
+            "prereqs": self.prereqs,
+            "release_status": self.release_status,
+            "resources": self.resources,
+        }
+        for key, check in checks.items():
             if key in top:
-                self.string(key, top[key])
-        if "maintainer" in top:
-            self.maintainer(top["maintainer"])
-        if "license" in top:
-            self.license(top["license"])
-        if "provides" in top:
-            self.provides(top["provides"])
-        if "meta-spec" in top:
-            self.meta_spec(top["meta-spec"])
-        if "tags" in top:
-            self.tags(top["tags"])
-        if "no_index" in top:
-            self.no_index(top["no_index"])
-        if "prereqs" in top:
-            self.prereqs(top["prereqs"])
-        if "release_status" in top and top["release_status"] not in ("stable", "testing", "unstable"):
+                check(top[key])
+
+    def release_status(self, value):
+        if value not in ("stable", "testing", "unstable"):
             self.fail("release_status", "must be one of stable, testing, unstable")
-        if "resources" in top:
-            self.resources(top["resources"])
 
     def maintainer(self, value):
         if isinstance(value, list):
