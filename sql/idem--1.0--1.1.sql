@@ -83,3 +83,94 @@ BEGIN
 END
 $$;
 -- ==== end invariants ====
+
+-- ==== clients: Retry-After worth sending, and the stored answer at completion ====
+-- How long this scope's requests take (claim to outcome), a running estimate
+-- kept per database and scope by mark_succeeded / mark_failed
+-- (src/request_durations.hpp); NULL while nothing is known.
+CREATE FUNCTION idem.typical_duration(scope text)
+RETURNS interval
+AS 'MODULE_PATHNAME', 'idem_typical_duration'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION idem.typical_duration(text) IS
+    'How long a request of this scope typically takes from claim to outcome, estimated from recent completions; NULL when unknown.';
+
+-- The Retry-After, in whole seconds, for a claim that answered
+-- processing_active: the scope's typical duration rounded up (1 second when
+-- unknown), never past the end of the owner's lock, 0 once the lock has run
+-- out (a retry may take the key over at once); NULL for any other kind,
+-- which has nothing to wait for. (LEAST and GREATEST are SQL syntax, not
+-- functions a search_path could redirect.)
+CREATE FUNCTION idem.retry_after(scope text, claim idem.claim)
+RETURNS integer
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE
+    WHEN ($2).kind OPERATOR(pg_catalog.<>) 'processing_active'::idem.claim_kind
+      OR ($2).locked_until IS NULL THEN NULL
+    WHEN ($2).locked_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() THEN 0
+    ELSE LEAST(
+      pg_catalog.ceil(EXTRACT(EPOCH FROM ($2).locked_until
+                              OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())),
+      GREATEST(1, pg_catalog.ceil(EXTRACT(EPOCH FROM
+        COALESCE(idem.typical_duration($1), pg_catalog.make_interval(secs => 1))))))::integer
+  END
+$$;
+
+COMMENT ON FUNCTION idem.retry_after(text, idem.claim) IS
+    'Seconds a twin should wait before retrying a processing_active claim: the scope''s typical duration, never past the lock''s end; NULL for other kinds.';
+
+-- mark_succeeded / mark_failed, then the answer exactly as a replay of the
+-- key will carry it: send this answer's response_body (as text) the first
+-- time, and every replay is the same bytes. kind is what a claim of the key
+-- now answers (replay_success, final_failure, or retryable_failure, which a
+-- retry takes over); fence is NULL: this call grants nothing.
+CREATE FUNCTION idem.mark_succeeded_returning(scope text, key text, fence bigint,
+    response_code integer, response_body jsonb DEFAULT NULL,
+    result_ref_type text DEFAULT NULL, result_ref_id text DEFAULT NULL)
+RETURNS idem.claim
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT idem.mark_succeeded($1, $2, $3, $4, $5, $6, $7);
+  SELECT idem.stored_answer($1, $2);
+$$;
+
+CREATE FUNCTION idem.mark_failed_returning(scope text, key text, fence bigint,
+    retryable boolean, failure_code text, failure_message text DEFAULT NULL,
+    response_code integer DEFAULT NULL, response_body jsonb DEFAULT NULL)
+RETURNS idem.claim
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT idem.mark_failed($1, $2, $3, $4, $5, $6, $7, $8);
+  SELECT idem.stored_answer($1, $2);
+$$;
+
+-- The completed row as the claim type; for the two functions above only.
+CREATE FUNCTION idem.stored_answer(scope text, key text)
+RETURNS idem.claim
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT ROW(CASE r.status
+               WHEN 'succeeded'::idem.idempotency_status THEN 'replay_success'
+               WHEN 'failed_final'::idem.idempotency_status THEN 'final_failure'
+               ELSE 'retryable_failure' END::idem.claim_kind,
+             NULL::bigint, r.attempt_count, r.recovery_point, r.response_code,
+             r.response_body, r.result_ref_type, r.result_ref_id, r.failure_code,
+             r.failure_message, r.locked_until, r.expires_at)::idem.claim
+    FROM idem.idempotency_request r
+   WHERE r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2
+$$;
+
+REVOKE ALL ON FUNCTION
+    idem.typical_duration(text),
+    idem.retry_after(text, idem.claim),
+    idem.mark_succeeded_returning(text, text, bigint, integer, jsonb, text, text),
+    idem.mark_failed_returning(text, text, bigint, boolean, text, text, integer, jsonb),
+    idem.stored_answer(text, text)
+FROM PUBLIC;
+-- ==== end clients ====

@@ -7,7 +7,9 @@
 #include "invariants.hpp"
 #include "key_tools.hpp"
 #include "keystore.hpp"
+#include "request_durations.hpp"
 #include "request_hash.hpp"
+#include "statement_memo.hpp"
 #include "stats_sql.hpp"
 #include "worker.hpp"
 #include "worker_status.hpp"
@@ -15,7 +17,7 @@
 extern "C" {
 
 // The key store (docs/design.md, "The contract in one page").
-IDEM_SQL_FUNCTION(claim_idempotency_key, idem::claim_idempotency_key)
+IDEM_SQL_FUNCTION(claim_idempotency_key, idem::claim_idempotency_key_once)
 IDEM_SQL_FUNCTION(mark_succeeded, idem::mark_succeeded)
 IDEM_SQL_FUNCTION(mark_failed, idem::mark_failed)
 IDEM_SQL_FUNCTION(set_recovery_point, idem::set_recovery_point)
@@ -23,6 +25,7 @@ IDEM_SQL_FUNCTION(purge_expired, idem::purge_expired)
 IDEM_SQL_FUNCTION(sweep_stale, idem::sweep_stale)
 IDEM_SQL_FUNCTION(request_hash_jsonb, idem::request_hash_jsonb)
 IDEM_SQL_FUNCTION(request_hash_bytea, idem::request_hash_bytea)
+IDEM_SQL_FUNCTION(typical_duration, idem::typical_duration)
 
 // The key table's CHECK constraint (invariants.hpp).
 IDEM_SQL_FUNCTION(request_invariants_hold, idem::request_invariants_hold)

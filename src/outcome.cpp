@@ -4,6 +4,7 @@
 #include "arguments.hpp"
 #include "errors.hpp"
 #include "keystore.hpp"
+#include "request_durations.hpp"
 #include "spi_session.hpp"
 #include "stats.hpp"
 
@@ -85,6 +86,16 @@ void pass_argument(FunctionCallInfo fcinfo, int argno, OwnerWrite *write, int sl
                            static_cast<long long>(write.fence)));
 }
 
+// mark_succeeded and mark_failed return the claimed_at of the row they completed.
+void record_duration(const SpiSession *session, const OwnerWrite &write) {
+  bool isnull;
+  Datum claimed_at = spi_copy_datum(session, 0, 1, &isnull);
+  if (!isnull)
+    request_durations::record(DatumGetTextPP(write.params[owner_scope]),
+                              DatumGetTimestampTz(claimed_at),
+                              DatumGetTimestampTz(write.params[owner_now]));
+}
+
 // done: the counter of a write that found its row.
 Datum run_owner_write(Statement statement, OwnerWrite *write, const char *not_owned_sqlstate,
                       const char *operation, stats::Counter done) {
@@ -92,6 +103,8 @@ Datum run_owner_write(Statement statement, OwnerWrite *write, const char *not_ow
   spi_connect(&session);
   if (spi_run(&session, statement, write->params, write->nulls) == 0)
     explain_refusal(&session, *write, not_owned_sqlstate, operation);
+  // An outcome ends the request: how long it took feeds idem.retry_after.
+  if (statement != Statement::set_recovery_point) record_duration(&session, *write);
   spi_finish(&session);
   stats::count(done);
   return (Datum)0;

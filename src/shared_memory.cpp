@@ -1,6 +1,7 @@
 #include "shared_memory.hpp"
 
 #include "guard.hpp"
+#include "request_durations.hpp"
 #include "stats.hpp"
 #include "worker_status.hpp"
 
@@ -26,6 +27,7 @@ struct Region {
 const Region regions[] = {
     {"idem counters", stats::shared_size, stats::attach_shared},
     {"idem worker status", worker_status_shared_size, attach_worker_status},
+    {"idem request durations", request_durations::shared_size, request_durations::attach_shared},
 };
 
 shmem_request_hook_type previous_request_hook = nullptr;

@@ -88,14 +88,16 @@ const char *const mark_succeeded_sql =
     ", recovery_point = 'finished', response_code = $5, response_body = $6, "
     "result_ref_type = $7, result_ref_id = $8, failure_code = NULL, "
     "failure_message = NULL, locked_until = NULL, finished_at = $4, updated_at = $4 "
-    "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $3 AND " OWNED_AT_4;
+    "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $3 AND " OWNED_AT_4
+    " RETURNING r.claimed_at";
 
 const char *const mark_failed_sql =
     "UPDATE " TABLE " AS r SET status = CASE WHEN $5 THEN " STATUS("failed_retryable")
     " ELSE " STATUS("failed_final") " END, failure_code = $6, failure_message = $7, "
     "response_code = $8, response_body = $9, locked_until = NULL, finished_at = $4, "
     "updated_at = $4 "
-    "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $3 AND " OWNED_AT_4;
+    "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $3 AND " OWNED_AT_4
+    " RETURNING r.claimed_at";
 
 const char *const set_recovery_point_sql =
     "UPDATE " TABLE " AS r SET recovery_point = $5, updated_at = $4 "
@@ -197,10 +199,10 @@ const StatementSpec specs[] = {
      SPI_OK_UPDATE_RETURNING},
     {mark_succeeded_sql, 8,
      {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, INT4OID, JSONBOID, TEXTOID, TEXTOID},
-     SPI_OK_UPDATE},
+     SPI_OK_UPDATE_RETURNING},
     {mark_failed_sql, 9,
      {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, BOOLOID, TEXTOID, TEXTOID, INT4OID, JSONBOID},
-     SPI_OK_UPDATE},
+     SPI_OK_UPDATE_RETURNING},
     {set_recovery_point_sql, 5, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TEXTOID},
      SPI_OK_UPDATE},
     {owner_fence_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
