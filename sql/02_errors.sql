@@ -9,7 +9,7 @@ SELECT error_of($$SELECT idem.mark_succeeded(NULL, 'k', 1, 200)$$);
 -- P4001: key missing, empty, or longer than 255 characters
 SELECT error_of($$SELECT idem.claim_idempotency_key('orders', NULL, 'h')$$);
 SELECT error_of($$SELECT idem.claim_idempotency_key('orders', '', 'h')$$);
-SELECT error_of($$SELECT idem.claim_idempotency_key('orders', repeat('x', 256), 'h')$$) ~ '^P4001: idempotency key is longer than 255 characters\n  detail: scope "orders", key "x+"\n' AS long_key;
+SELECT error_of($$SELECT idem.claim_idempotency_key('orders', repeat('x', 256), 'h')$$) ~ '^P4001: the Idempotency-Key is longer than 255 characters\n  detail: scope "orders", key "x+"\n' AS long_key;
 SELECT error_of($$SELECT idem.set_recovery_point('orders', '', 1, 'x')$$);
 
 -- P4002: same key, different request

@@ -101,10 +101,11 @@ COMMENT ON FUNCTION idem.typical_duration(text) IS
 -- unknown), never past the end of the owner's lock, 0 once the lock has run
 -- out (a retry may take the key over at once); NULL for any other kind,
 -- which has nothing to wait for. (LEAST and GREATEST are SQL syntax, not
--- functions a search_path could redirect.)
+-- functions a search_path could redirect.) SECURITY DEFINER so that EXECUTE
+-- on it alone is enough: it reads nothing but the estimate.
 CREATE FUNCTION idem.retry_after(scope text, claim idem.claim)
 RETURNS integer
-LANGUAGE sql VOLATILE
+LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE

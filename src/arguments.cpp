@@ -58,16 +58,18 @@ void require_scope_and_key(FunctionCallInfo fcinfo, text **scope, text **key, Ke
                                      : "idempotency scope is longer than 255 characters",
                     *name, "Pass the command domain the key belongs to, such as 'create_order'.");
   if (PG_ARGISNULL(1))
-    throw_key_error(sqlstate::key_invalid, "idempotency key must not be NULL", *name,
-                    "Send the client's Idempotency-Key header value.", "key is NULL");
+    // Worded for the HTTP caller the application passes this on to.
+    throw_key_error(sqlstate::key_invalid, "the Idempotency-Key is required", *name,
+                    "Send the request again with an Idempotency-Key header, such as a UUID.",
+                    "key is NULL");
   *key = PG_GETARG_TEXT_PP(1);
   name->key = printable(*key);
   int key_chars = char_length(*key);
   if (key_chars == 0)
-    throw_key_error(sqlstate::key_invalid, "idempotency key must not be empty", *name,
-                    "Send the client's Idempotency-Key header value.");
+    throw_key_error(sqlstate::key_invalid, "the Idempotency-Key must not be empty", *name,
+                    "Send the request again with an Idempotency-Key header, such as a UUID.");
   if (key_chars > max_key_chars)
-    throw_key_error(sqlstate::key_invalid, "idempotency key is longer than 255 characters",
+    throw_key_error(sqlstate::key_invalid, "the Idempotency-Key is longer than 255 characters",
                     *name, "Use a key of 1 to 255 characters, such as a UUID.");
 }
 
