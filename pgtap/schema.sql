@@ -1,6 +1,6 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(69);
+SELECT plan(79);
 
 SELECT has_schema('idem');
 SELECT has_extension('idem');
@@ -110,6 +110,18 @@ SELECT function_privs_are('idem', 'mark_succeeded', ARRAY['text', 'text', 'bigin
 SELECT function_privs_are('idem', 'purge_expired', ARRAY['integer'], 'public', ARRAY[]::text[], 'PUBLIC cannot purge');
 SELECT function_privs_are('idem', 'request_hash', ARRAY['jsonb'], 'public', ARRAY['EXECUTE'], 'PUBLIC may hash');
 SELECT schema_privs_are('idem', 'public', ARRAY['USAGE'], 'PUBLIC may use the schema');
+
+-- 1.1, clients: Retry-After and the stored answer at completion.
+SELECT function_returns('idem', 'retry_after', ARRAY['text', 'idem.claim'], 'integer');
+SELECT function_returns('idem', 'typical_duration', ARRAY['text'], 'interval');
+SELECT function_returns('idem', 'mark_succeeded_returning', ARRAY['text', 'text', 'bigint', 'integer', 'jsonb', 'text', 'text'], 'idem.claim');
+SELECT function_returns('idem', 'mark_failed_returning', ARRAY['text', 'text', 'bigint', 'boolean', 'text', 'text', 'integer', 'jsonb'], 'idem.claim');
+SELECT is_definer('idem', 'mark_succeeded_returning', ARRAY['text', 'text', 'bigint', 'integer', 'jsonb', 'text', 'text']);
+SELECT is_definer('idem', 'mark_failed_returning', ARRAY['text', 'text', 'bigint', 'boolean', 'text', 'text', 'integer', 'jsonb']);
+SELECT function_privs_are('idem', 'retry_after', ARRAY['text', 'idem.claim'], 'public', ARRAY[]::text[], 'PUBLIC cannot ask retry_after');
+SELECT function_privs_are('idem', 'typical_duration', ARRAY['text'], 'public', ARRAY[]::text[], 'PUBLIC cannot read durations');
+SELECT function_privs_are('idem', 'mark_succeeded_returning', ARRAY['text', 'text', 'bigint', 'integer', 'jsonb', 'text', 'text'], 'public', ARRAY[]::text[], 'PUBLIC cannot mark (returning)');
+SELECT function_privs_are('idem', 'stored_answer', ARRAY['text', 'text'], 'public', ARRAY[]::text[], 'PUBLIC cannot read stored answers');
 
 SELECT * FROM finish();
 ROLLBACK;
