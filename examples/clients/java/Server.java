@@ -53,6 +53,19 @@ public class Server {
     }
   }
 
+  // Runs a statement with its parameters and returns its one row as text.
+  static String[] row(Connection db, String sql, Object... parameters) throws SQLException {
+    try (PreparedStatement statement = db.prepareStatement(sql)) {
+      for (int i = 0; i < parameters.length; i++) statement.setObject(i + 1, parameters[i]);
+      try (ResultSet result = statement.executeQuery()) {
+        result.next();
+        String[] columns = new String[result.getMetaData().getColumnCount()];
+        for (int i = 0; i < columns.length; i++) columns[i] = result.getString(i + 1);
+        return columns;
+      }
+    }
+  }
+
   static String jsonString(String text) {
     return "\"" + text.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
   }
@@ -61,57 +74,23 @@ public class Server {
     String raw = new String(exchange.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
     String key = exchange.getRequestHeaders().getFirst("Idempotency-Key"); // null: P4001
     try (Connection db = DriverManager.getConnection(URL)) {
-      String kind;
-      long fence;
-      int code;
-      String stored;
-      int retryAfter;
-      try (PreparedStatement claim = db.prepareStatement(CLAIM)) {
-        claim.setString(1, SCOPE);
-        claim.setString(2, SCOPE);
-        claim.setString(3, key);
-        claim.setString(4, raw);
-        try (ResultSet row = claim.executeQuery()) {
-          row.next();
-          kind = row.getString(1);
-          fence = row.getLong(2);
-          code = row.getInt(3);
-          stored = row.getString(4);
-          retryAfter = row.getInt(5);
-        }
-      }
+      String[] claim = row(db, CLAIM, SCOPE, SCOPE, key, raw);
+      String kind = claim[0];
       if (kind.equals("replay_success") || kind.equals("final_failure")) {
-        answer(exchange, code, stored, "Idempotent-Replayed", "true");
+        answer(exchange, Integer.parseInt(claim[2]), claim[3], "Idempotent-Replayed", "true");
         return;
       }
       if (kind.equals("processing_active")) {
         answer(exchange, 409, "{\"error\": \"a request with this key is in progress\"}",
-            "Retry-After", Integer.toString(retryAfter));
+            "Retry-After", claim[4]);
         return;
       }
       // new_claim, processing_stale, retryable_failure: do the work.
       db.setAutoCommit(false);
-      if (WORK_MS > 0) {
-        try (PreparedStatement work = db.prepareStatement("SELECT pg_sleep(?)")) {
-          work.setDouble(1, WORK_MS / 1000.0);
-          work.execute();
-        }
-      }
-      try (PreparedStatement take = db.prepareStatement(TAKE_ORDER)) {
-        take.setString(1, key);
-        take.setString(2, raw);
-        take.setString(3, raw);
-        take.setString(4, SCOPE);
-        take.setString(5, key);
-        take.setLong(6, fence);
-        try (ResultSet row = take.executeQuery()) {
-          row.next();
-          code = row.getInt(1);
-          stored = row.getString(2);
-        }
-      }
+      if (WORK_MS > 0) row(db, "SELECT pg_sleep(?)", WORK_MS / 1000.0);
+      String[] done = row(db, TAKE_ORDER, key, raw, raw, SCOPE, key, Long.parseLong(claim[1]));
       db.commit();
-      answer(exchange, code, stored);
+      answer(exchange, Integer.parseInt(done[0]), done[1]);
     } catch (SQLException error) {
       Integer status = STATUS_OF_SQLSTATE.get(error.getSQLState());
       if (status == null) {
