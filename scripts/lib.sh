@@ -30,7 +30,13 @@ ensure_host_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-ensure_packages() { ensure_host_packages "${PACKAGES[@]}"; }
+# Debian's nodejs comes without npm (a separate package); a nodejs that
+# bundles its own npm (NodeSource's) conflicts with Debian's npm package, so
+# npm is installed only when no npm is on the PATH.
+ensure_packages() {
+  ensure_host_packages "${PACKAGES[@]}" || return
+  command -v npm >/dev/null || ensure_host_packages npm
+}
 
 # Runs "$@" with its output in $log, printing a line a minute so a long step
 # is visibly alive: the log's last line, or what HEARTBEAT_PROGRESS (a shell

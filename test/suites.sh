@@ -7,7 +7,7 @@
 # server. The suites are the ones Postgres users know: `make installcheck`
 # (regress + isolation on a temp instance that preloads idem), pgTAP,
 # `make prove_installcheck` (test/t), and test/extra.d (except fuzz.sh, pure
-# C++, which run-tests runs once).
+# C++, which run-tests runs once, and clients.sh, run on the host only).
 #
 #   test/suites.sh --work DIR --pg-config PATH --port N [--private-install] [--assert]
 #
@@ -175,6 +175,10 @@ extras=()
 for extra in test/extra.d/*.sh; do
   name=$(basename "$extra" .sh)
   [ "$name" = fuzz ] && continue  # pure C++: run-tests runs it once
+  # The client examples test the application side (Node, Python and Java
+  # stacks are the host's packages); the server side they call is the same
+  # SQL on every major, so they run once, on the host's PostgreSQL.
+  [ "$name" = clients ] && [ "$PRIVATE" -eq 0 ] && continue
   wanted_extra "$name" && extras+=("$name")
 done
 if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
