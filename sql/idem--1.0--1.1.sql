@@ -134,8 +134,8 @@ DECLARE
     setting text := pg_catalog.current_setting('idem.inbox_retention', true);
 BEGIN
     IF retention IS NOT NULL THEN
-        IF retention OPERATOR(pg_catalog.<=) interval '0' THEN
-            RAISE EXCEPTION 'retention must be positive'
+        IF retention OPERATOR(pg_catalog.<=) interval '0' OR NOT pg_catalog.isfinite(retention) THEN
+            RAISE EXCEPTION 'retention must be positive and finite'
                 USING ERRCODE = 'P4004', DETAIL = pg_catalog.format('retention was %s.', retention),
                       HINT = 'Pass a positive interval, or NULL for idem.inbox_retention.';
         END IF;
@@ -422,8 +422,8 @@ DECLARE
     now_ts timestamptz := pg_catalog.statement_timestamp();
 BEGIN
     PERFORM idem.check_batch_limit(batch_limit);
-    IF lease IS NULL OR lease OPERATOR(pg_catalog.<=) interval '0' THEN
-        RAISE EXCEPTION 'lease must be positive'
+    IF lease IS NULL OR lease OPERATOR(pg_catalog.<=) interval '0' OR NOT pg_catalog.isfinite(lease) THEN
+        RAISE EXCEPTION 'lease must be positive and finite'
             USING ERRCODE = 'P4004', DETAIL = pg_catalog.format('lease was %s.', COALESCE(lease::text, 'NULL')),
                   HINT = 'Pass a lease longer than one delivery takes.';
     END IF;
@@ -510,8 +510,9 @@ DECLARE
     base interval := COALESCE(pg_catalog.current_setting('idem.outbox_backoff_base', true), '1s')::interval;
     cap interval := COALESCE(pg_catalog.current_setting('idem.outbox_backoff_max', true), '10min')::interval;
 BEGIN
-    IF error IS NULL OR error OPERATOR(pg_catalog.=) '' OR retry_after OPERATOR(pg_catalog.<) interval '0' THEN
-        RAISE EXCEPTION 'error must be given and retry_after must not be negative'
+    IF error IS NULL OR error OPERATOR(pg_catalog.=) '' OR retry_after OPERATOR(pg_catalog.<) interval '0'
+       OR NOT pg_catalog.isfinite(retry_after) THEN
+        RAISE EXCEPTION 'error must be given and retry_after must be finite and not negative'
             USING ERRCODE = 'P4004',
                   DETAIL = pg_catalog.format('outbox_failed(%s): error %L, retry_after %s.', id, error,
                                              COALESCE(retry_after::text, 'NULL')),
