@@ -191,14 +191,21 @@ DECLARE
     stored_expiry timestamptz;
     expiry timestamptz;
 BEGIN
-    PERFORM idem.check_message_name(consumer, message_id);
+    -- The checks as simple expressions (PL/pgSQL evaluates those without a
+    -- query); the helpers, real queries, run only to word an error.
+    IF pg_catalog.length(consumer) NOT BETWEEN 1 AND 255 OR pg_catalog.length(message_id) NOT BETWEEN 1 AND 255
+       OR consumer IS NULL OR message_id IS NULL THEN
+        PERFORM idem.check_message_name(consumer, message_id);
+    END IF;
     IF message_hash IS NULL OR message_hash OPERATOR(pg_catalog.=) '' THEN
         RAISE EXCEPTION 'message_hash must not be empty'
             USING ERRCODE = 'P4003',
                   DETAIL = pg_catalog.format('consumer %L, message_id %L.', consumer, message_id),
                   HINT = 'Pass a fingerprint of the message body, for example idem.request_hash(body).';
     END IF;
-    expiry := idem.inbox_expiry(retention, now_ts);
+    IF retention OPERATOR(pg_catalog.<=) interval '0' OR NOT pg_catalog.isfinite(retention) THEN
+        expiry := idem.inbox_expiry(retention, now_ts);
+    END IF;
     -- Twice at most: a row purged between the insert's conflict and the
     -- re-read is absent, and the second pass inserts it.
     FOR attempt IN 1..2 LOOP
@@ -217,6 +224,8 @@ BEGIN
             END IF;
             RETURN false;
         END IF;
+        -- Read the setting only when a message is new: replays skip it.
+        expiry := COALESCE(expiry, idem.inbox_expiry(retention, now_ts));
         INSERT INTO idem.consumed_message AS m
                (consumer, message_id, message_hash, consumed_at, expires_at)
         VALUES (consumer, message_id, message_hash, now_ts, expiry)
@@ -374,6 +383,18 @@ BEGIN
                   DETAIL = pg_catalog.format('scope %L, key %L: event_type %L, payload %s.', scope, key, event_type,
                                              COALESCE(payload::text, 'NULL')),
                   HINT = 'Name the event type and pass a jsonb payload (''{}'' for none).';
+    END IF;
+    -- An aggregate's events must commit in id order, or a relay could lease
+    -- event 2 while event 1's transaction is still open (invisible to it)
+    -- and deliver them out of order. So puts of one aggregate take a
+    -- transaction-level advisory lock on it before drawing their id: the
+    -- next put of that aggregate waits for this transaction to end (writers
+    -- of one aggregate usually hold its row lock anyway). Class id: the
+    -- the four bytes of "idem" as an integer, clear of small user keys.
+    IF aggregate_id IS NOT NULL THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock(
+            1768187245, pg_catalog.hashtext(COALESCE(aggregate_type, '') OPERATOR(pg_catalog.||) '/'
+                                            OPERATOR(pg_catalog.||) aggregate_id));
     END IF;
     INSERT INTO idem.outbox_event (scope, key, event_type, payload, aggregate_type, aggregate_id,
                                    headers, delivery_key, available_at, created_at)
