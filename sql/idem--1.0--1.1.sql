@@ -486,7 +486,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RAISE EXCEPTION 'the lease on outbox event % was lost', event_id
+    RAISE EXCEPTION 'the lease on this outbox event was lost'
         USING ERRCODE = 'P4012',
               DETAIL = pg_catalog.format('outbox_%s(%s, %s): the event is not leased under this fence (%s).',
                                          what, event_id, COALESCE(lease_fence::text, 'NULL'),
