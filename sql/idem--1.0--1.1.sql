@@ -91,13 +91,14 @@ $$;
 -- Why PL/pgSQL here and C++ for the key store: every function below is one
 -- or two set-based statements whose whole point is the SQL (ON CONFLICT
 -- waiting for an in-flight twin, FOR UPDATE SKIP LOCKED, NOT EXISTS over the
--- aggregate), with no classification to compute between them. PL/pgSQL
--- prepares and keeps each statement's plan per backend, exactly what the
--- C++ layer's kept SPI plans do (src/statements.cpp), and RAISE carries
--- SQLSTATE, DETAIL and HINT; C++ would add a second copy of each statement
--- and the boundary guard without removing a single lookup. Measured against
--- the plain-table floors in bench/README.md ("Inbox and outbox").
---
+-- aggregate), with no classification to compute between them, and RAISE
+-- carries SQLSTATE, DETAIL and HINT; PL/pgSQL keeps each statement's plan per
+-- backend as the C++ layer's kept SPI plans do (src/statements.cpp). The
+-- price, measured in bench/README.md ("1.1: inbox and outbox"): the call,
+-- SET search_path and one SPI query per statement make consume_once 0.5x
+-- (new) and 0.8x (replay) a plain INSERT ... ON CONFLICT DO NOTHING, short of
+-- the 0.9x / 1.5x targets; consume_once is the function to move to C++.
+
 -- Settings (defined by the library, src/message_settings.cpp): read with
 -- current_setting(..., true) and the same default as the C definition when
 -- this backend has not loaded the library yet (no call of a C function so

@@ -1,5 +1,5 @@
 -- The peers of bench/messages/run: plain tables written by hand, the least
--- a careful user would write without idem (bench/README.md, "Inbox and outbox").
+-- a careful user would write without idem (bench/README.md, "1.1: inbox and outbox").
 SET client_min_messages = warning;
 DROP TABLE IF EXISTS plain_inbox, plain_queue;
 DROP SEQUENCE IF EXISTS bench_message, bench_event;
