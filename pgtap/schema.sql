@@ -1,6 +1,6 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(79);
+SELECT plan(99);
 
 SELECT has_schema('idem');
 SELECT has_extension('idem');
@@ -122,6 +122,38 @@ SELECT function_privs_are('idem', 'retry_after', ARRAY['text', 'idem.claim'], 'p
 SELECT function_privs_are('idem', 'typical_duration', ARRAY['text'], 'public', ARRAY[]::text[], 'PUBLIC cannot read durations');
 SELECT function_privs_are('idem', 'mark_succeeded_returning', ARRAY['text', 'text', 'bigint', 'integer', 'jsonb', 'text', 'text'], 'public', ARRAY[]::text[], 'PUBLIC cannot mark (returning)');
 SELECT function_privs_are('idem', 'stored_answer', ARRAY['text', 'text'], 'public', ARRAY[]::text[], 'PUBLIC cannot read stored answers');
+-- ==== inbox: consume-once and the outbox (DESIGN.md "Version 1.1") ====
+SELECT has_table('idem', 'consumed_message', 'the inbox table');
+SELECT has_table('idem', 'outbox_event', 'the outbox table');
+SELECT has_function('idem', 'consume_once', ARRAY['text', 'text', 'text', 'interval']);
+SELECT function_returns('idem', 'consume_once', ARRAY['text', 'text', 'text', 'interval'], 'boolean');
+SELECT is(pg_get_function_arguments('idem.consume_once'::regproc),
+  'consumer text, message_id text, message_hash text, retention interval DEFAULT NULL::interval',
+  'consume_once arguments and defaults');
+SELECT function_returns('idem', 'set_consumed_result', ARRAY['text', 'text', 'text', 'text'], 'void');
+SELECT function_returns('idem', 'outbox_put', ARRAY['text', 'text', 'text', 'jsonb', 'text', 'text', 'jsonb', 'timestamp with time zone'], 'bigint');
+SELECT is(pg_get_function_arguments('idem.outbox_put'::regproc),
+  'scope text, key text, event_type text, payload jsonb, aggregate_type text DEFAULT NULL::text, aggregate_id text DEFAULT NULL::text, headers jsonb DEFAULT NULL::jsonb, available_at timestamp with time zone DEFAULT NULL::timestamp with time zone',
+  'outbox_put arguments and defaults');
+SELECT is(pg_get_function_arguments('idem.outbox_lease'::regproc),
+  'batch_limit integer DEFAULT 100, lease interval DEFAULT ''00:00:30''::interval, event_types text[] DEFAULT NULL::text[]',
+  'outbox_lease arguments and defaults');
+SELECT is(pg_get_function_result('idem.outbox_lease'::regproc),
+  'TABLE(id bigint, lease_fence bigint, scope text, key text, event_type text, aggregate_type text, aggregate_id text, payload jsonb, headers jsonb, attempt_count integer, delivery_key text)',
+  'outbox_lease result columns');
+SELECT function_returns('idem', 'outbox_published', ARRAY['bigint', 'bigint'], 'void');
+SELECT is(pg_get_function_arguments('idem.outbox_failed'::regproc),
+  'id bigint, lease_fence bigint, error text, retry_after interval DEFAULT NULL::interval',
+  'outbox_failed arguments and defaults');
+SELECT is_definer('idem', 'consume_once', ARRAY['text', 'text', 'text', 'interval']);
+SELECT is_definer('idem', 'outbox_lease', ARRAY['integer', 'interval', 'text[]']);
+SELECT table_privs_are('idem', 'consumed_message', 'public', ARRAY[]::text[], 'PUBLIC cannot read the inbox');
+SELECT table_privs_are('idem', 'outbox_event', 'public', ARRAY[]::text[], 'PUBLIC cannot read the outbox');
+SELECT table_privs_are('idem', 'outbox_summary', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads the outbox summary');
+SELECT function_privs_are('idem', 'consume_once', ARRAY['text', 'text', 'text', 'interval'], 'public', ARRAY[]::text[], 'PUBLIC cannot consume');
+SELECT function_privs_are('idem', 'outbox_put', ARRAY['text', 'text', 'text', 'jsonb', 'text', 'text', 'jsonb', 'timestamp with time zone'], 'public', ARRAY[]::text[], 'PUBLIC cannot put');
+SELECT function_privs_are('idem', 'outbox_lease', ARRAY['integer', 'interval', 'text[]'], 'public', ARRAY[]::text[], 'PUBLIC cannot lease');
+-- ==== end inbox ====
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -5,6 +5,7 @@
 #include "arguments.hpp"
 #include "errors.hpp"
 #include "keystore.hpp"
+#include "message_maintenance.hpp"
 #include "stats.hpp"
 
 extern "C" {
@@ -65,6 +66,7 @@ uint64 purge_batch(SpiSession *session, Datum *params) {
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit) {
   Datum params[2] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit)};
   if (statement == Statement::purge_expired) return purge_batch(session, params);
+  if (is_message_purge(statement)) return run_message_purge_batch(session, statement, params);
   return spi_run(session, statement, params, nullptr);
 }
 

@@ -1,4 +1,5 @@
 // Library entry: the magic block and _PG_init.
+#include "message_maintenance.hpp"
 #include "pg.hpp"
 #include "settings.hpp"
 #include "shared_memory.hpp"
@@ -15,6 +16,7 @@ PGDLLEXPORT void _PG_init(void);
 void _PG_init(void) {
   idem::define_key_store_settings();
   idem::define_worker_settings();
+  idem::define_message_settings();
   // Reads idem.database, which sizes the workers' status in shared memory:
   // before the hooks that allocate it.
   idem::register_background_workers();

@@ -213,10 +213,13 @@ const StatementSpec specs[] = {
     {evict_key_sql, 3, {TEXTOID, TEXTOID, BOOLOID}, SPI_OK_DELETE_RETURNING},
     {force_expire_key_sql, 4, {TEXTOID, TEXTOID, BOOLOID, TIMESTAMPTZOID},
      SPI_OK_UPDATE_RETURNING},
+    // inbox: $1 (the batch's time) is unused, the SQL functions read their own.
+    {"SELECT idem.purge_consumed($2)", 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
+    {"SELECT idem.purge_published($2)", 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
 };
 
 constexpr int statement_count = sizeof specs / sizeof specs[0];
-static_assert(statement_count == static_cast<int>(Statement::force_expire_key) + 1,
+static_assert(statement_count == static_cast<int>(Statement::purge_published) + 1,
               "one spec per Statement");
 
 // Kept plans live for the backend's life; Postgres replans them by name

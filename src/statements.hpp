@@ -22,6 +22,8 @@ enum class Statement {
   lookup_key,        // the operator's tools (key_tools.cpp)
   evict_key,
   force_expire_key,
+  purge_consumed,    // inbox (message_maintenance.cpp): one batch of idem.purge_consumed
+  purge_published,   // and of idem.purge_published
 };
 
 // Columns of the claim statements' result rows.

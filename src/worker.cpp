@@ -10,6 +10,7 @@
 // that PG_TRY. SIGTERM (die) and postmaster death end the process directly.
 #include "guard.hpp"
 #include "maintenance.hpp"
+#include "message_maintenance.hpp"
 #include "settings.hpp"
 #include "stats.hpp"
 #include "worker.hpp"
@@ -43,6 +44,7 @@ struct RoundTotals {
   uint64 swept;
   uint64 purged;
   int batches;
+  uint64 messages;  // inbox: consumed messages and published events purged
 };
 RoundTotals round_totals;
 
@@ -190,7 +192,7 @@ void round_error_context(void *) {
 void run_round() {
   TimestampTz start = GetCurrentTimestamp();
   record_round_start(my_index, start);
-  round_totals = RoundTotals{0, 0, 0};
+  round_totals = RoundTotals{0, 0, 0, 0};
   MemoryContext round_context = CurrentMemoryContext;
   ErrorContextCallback error_context;
   error_context.callback = round_error_context;
@@ -199,8 +201,12 @@ void run_round() {
   error_context_stack = &error_context;
   PG_TRY();
   {
-    if (drain(Statement::sweep_stale, &round_totals.swept, "idem: sweeping stale keys"))
-      (void)drain(Statement::purge_expired, &round_totals.purged, "idem: purging expired keys");
+    if (drain(Statement::sweep_stale, &round_totals.swept, "idem: sweeping stale keys") &&
+        drain(Statement::purge_expired, &round_totals.purged, "idem: purging expired keys"))
+      // inbox: consumed messages and published events (message_maintenance.hpp)
+      for (Statement purge : message_purges)
+        if (!drain(purge, &round_totals.messages, "idem: purging consumed messages and events"))
+          break;
   }
   PG_CATCH();
   {
@@ -226,6 +232,10 @@ void run_round() {
                          my_database, round_totals.swept, round_totals.purged, elapsed_ms,
                          round_totals.batches)));
   }
+  if (round_totals.messages != 0)
+    ereport(LOG, (errmsg("idem worker for database \"%s\": purged " UINT64_FORMAT
+                         " consumed messages and published outbox events",
+                         my_database, round_totals.messages)));
   // ==== stats: the single call site where a worker round completes. ====
   // The worker's rows are counted here only: it does not go through the SQL
   // wrappers sweep_stale()/purge_expired(), which count their own.

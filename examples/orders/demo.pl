@@ -13,6 +13,7 @@ use Time::HiRes qw(time);
 use Orders::Setup;
 use Orders::Ledger;
 use Orders::Scenarios;
+use Orders::Relay;
 
 my %opt = (shop_db => 'shop', provider_db => 'payment_provider', lock_timeout => '1 second');
 GetOptions('shop-db=s' => \$opt{shop_db}, 'provider-db=s' => \$opt{provider_db},
@@ -47,6 +48,13 @@ for my $s (@Orders::Scenarios::ALL) {
     $failures++ unless $ok;
     print "   $verdict\n";
 }
+
+print "\n== Receipts: outbox -> relay -> provider ", '=' x 26, "\n";
+print '   ', Orders::Relay::drain(%opt, dir => $FindBin::Bin, ledger => $ledger), "\n";
+my ($receipts, $wrong_receipts) = $ledger->receipts;
+printf "   receipts at the provider %d: %s\n", $receipts,
+    (@$wrong_receipts ? join('; ', @$wrong_receipts) : 'exactly one per paid order');
+$failures += @$wrong_receipts;
 
 my $totals = $ledger->totals;
 my $problems = $ledger->reconcile;

@@ -91,3 +91,24 @@ BEGIN
                                     'charge', charge_id);
     END IF;
 END $$;
+
+-- Receipts the shop sends after its commits, through idem's outbox and
+-- relay/idem-relay. The relay calls idem.consume_once with the event's
+-- delivery key in this database's transaction before it calls this, so a
+-- redelivery (a relay killed after delivering, before marking) inserts
+-- nothing. Deliberately no UNIQUE either: the tests count rows.
+CREATE TABLE psp.receipts (
+    id           bigserial PRIMARY KEY,
+    order_id     bigint NOT NULL,
+    customer     text NOT NULL,
+    charge_id    text,
+    delivery_key text NOT NULL,
+    received_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+CREATE FUNCTION psp.send_receipt(event_type text, payload jsonb, headers jsonb, delivery_key text)
+RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO psp.receipts (order_id, customer, charge_id, delivery_key)
+    VALUES ((payload->>'order_id')::bigint, payload->>'customer', payload->>'charge_id', delivery_key);
+$$;

@@ -49,15 +49,11 @@ CREATE TABLE shop.audit_log (
     created_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
--- Transactionally staged jobs: a worker sends the e-mail only after the
--- transaction that staged it committed, so the e-mail is never sent in-band
--- and never for a request that rolled back.
-CREATE TABLE shop.staged_jobs (
-    id         bigserial PRIMARY KEY,
-    job_name   text NOT NULL,
-    args       jsonb NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
-);
+-- The receipt e-mail leaves through idem's transactional outbox: phase 4
+-- puts it (idem.outbox_put) in the transaction that marks the key
+-- succeeded, so it exists if and only if that commit happened, and
+-- relay/idem-relay delivers it after the commit to the provider's
+-- receipts, which deduplicate on its delivery key (idem.consume_once).
 
 -- The merchant account the shop holds at the provider.
 CREATE FUNCTION shop.merchant_account() RETURNS text
@@ -183,21 +179,20 @@ BEGIN
                              provider_body->'error'->>'message', status_code, body);
 END $$;
 
--- Phase 4, first half: stage the receipt e-mail. Must run in the same
--- transaction as finish_order, whose fenced mark_succeeded decides whether
--- the job (and the whole phase) commits.
+-- Phase 4, first half: put the receipt event in the outbox. Must run in the
+-- same transaction as finish_order, whose fenced mark_succeeded decides
+-- whether the event (and the whole phase) commits. One event per key: a
+-- phase 4 that runs again after a crash puts the same event.
 CREATE FUNCTION shop.stage_receipt(scope text, key text) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     o shop.orders;
-    job_id bigint;
 BEGIN
     o := shop.order_for_key(scope, key);
-    INSERT INTO shop.staged_jobs (job_name, args)
-    VALUES ('send_receipt', jsonb_build_object('order_id', o.id, 'customer', o.customer,
-                                               'charge_id', o.charge_id))
-    RETURNING id INTO job_id;
-    RETURN job_id;
+    RETURN idem.outbox_put(scope, key, 'receipt',
+                           jsonb_build_object('order_id', o.id, 'customer', o.customer,
+                                              'charge_id', o.charge_id),
+                           'order', o.id::text);
 END $$;
 
 -- Phase 4, second half: the 201 response, stored for replay. It carries the

@@ -16,6 +16,7 @@ use Time::HiRes qw(time);
 use Orders::Setup;
 use Orders::Ledger;
 use Orders::Scenarios;
+use Orders::Relay;
 use Orders::Client;
 
 my %opt = (shop_db => 'orders_shop_test', provider_db => 'orders_provider_test',
@@ -167,6 +168,12 @@ for my $s (@scenarios) {
     is_eq(join(',', @$after{qw(orders charges receipt_jobs)}), join(',', @$c{qw(orders charges receipt_jobs)}),
           "$name: the replay wrote no order, charge or job");
 }
+
+# The receipts leave through the outbox: a relay killed with SIGKILL, a
+# second one that drains the rest, exactly one receipt per paid order.
+print '# ', Orders::Relay::drain(%opt, dir => "$FindBin::Bin/../../examples/orders", ledger => $ledger), "\n";
+my ($receipts, $wrong_receipts) = $ledger->receipts;
+is_eq(join('; ', @$wrong_receipts), '', "receipts: exactly one per paid order ($receipts delivered)");
 
 my $totals = $ledger->totals;
 my $problems = $ledger->reconcile;

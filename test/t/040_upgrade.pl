@@ -152,6 +152,23 @@ is(check_constraints($db), 'idempotency_request_invariants NOT VALID',
 is(sql($db, $rows_sql), $rows_before, 'every stored row is unchanged');
 is(sql($db, $replays_sql), $replays_before, 'every replay answers the same bytes');
 
+# ==== inbox: the inbox and the outbox arrive with the update and work ====
+is(sql($db, q{SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.proname)
+                FROM pg_proc p WHERE p.pronamespace = 'idem'::regnamespace
+                 AND (p.proname LIKE 'outbox%' OR p.proname LIKE '%consume%')}),
+	'idem.consume_once(text,text,text,interval), idem.outbox_failed(bigint,bigint,text,interval), '
+	. 'idem.outbox_lease(integer,interval,text[]), idem.outbox_lease_lost(bigint,bigint,text), '
+	. 'idem.outbox_published(bigint,bigint), idem.outbox_put(text,text,text,jsonb,text,text,jsonb,timestamp with time zone), '
+	. 'idem.purge_consumed(integer), idem.set_consumed_result(text,text,text,text)',
+	'inbox and outbox functions exist after the update');
+is(sql($db, q{SELECT idem.consume_once('up', 'm1', 'h')::text || ' ' || idem.consume_once('up', 'm1', 'h')::text}),
+	'true false', 'consume_once after the update');
+sql($db, q{SELECT idem.outbox_put('up', 'k', 'evt', '{"n": 1}', 'agg', '1')});
+is(sql($db, q{SELECT count(idem.outbox_published(id, lease_fence)) FROM idem.outbox_lease(10)}), '1',
+	'outbox put, lease and published after the update');
+is(sql($db, q{SELECT published FROM idem.outbox_summary}), '1', 'the outbox summary after the update');
+# ==== end inbox ====
+
 # The owner completes its in-flight key from the session it claimed in.
 $owner->do(q{SELECT idem.mark_succeeded('up', 'processing', ?, 200, '{"charged": true}')}, undef, $fence{processing});
 $owner->disconnect;

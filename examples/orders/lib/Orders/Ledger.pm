@@ -37,7 +37,8 @@ sub counts_for_key {
     my ($audit) = $shop->selectrow_array(
         'SELECT count(*) FROM shop.audit_log WHERE order_id = ANY(?)', undef, $order_ids);
     my ($jobs) = $shop->selectrow_array(
-        q{SELECT count(*) FROM shop.staged_jobs WHERE (args->>'order_id')::bigint = ANY(?)},
+        q{SELECT count(*) FROM idem.outbox_event
+            WHERE event_type = 'receipt' AND (payload->>'order_id')::bigint = ANY(?)},
         undef, $order_ids);
     my ($charges) = $self->{provider}->selectrow_array(
         q{SELECT count(*) FROM psp.charges WHERE (metadata->>'order_id')::bigint = ANY(?)},
@@ -52,10 +53,26 @@ sub totals {
         q{SELECT (SELECT count(*) FROM shop.orders),
                  (SELECT count(DISTINCT (idempotency_scope, idempotency_key)) FROM shop.orders),
                  (SELECT count(*) FROM shop.orders WHERE status = 'paid'),
-                 (SELECT count(*) FROM shop.staged_jobs)});
+                 (SELECT count(*) FROM idem.outbox_event WHERE event_type = 'receipt')});
     my ($charges) = $self->{provider}->selectrow_array('SELECT count(*) FROM psp.charges');
     return {orders => $orders, keys => $keys, paid_orders => $paid, receipt_jobs => $jobs,
             charges => $charges};
+}
+
+# After the relay ran: receipts the provider received, and the paid orders
+# without exactly one (none, when all is well).
+sub receipts {
+    my ($self) = @_;
+    my $paid = $self->{shop}->selectcol_arrayref(
+        q{SELECT id FROM shop.orders WHERE status = 'paid' ORDER BY id});
+    my $got = $self->{provider}->selectall_hashref(
+        'SELECT order_id, count(*) AS n FROM psp.receipts GROUP BY order_id', 'order_id');
+    my @wrong = map { "order $_: " . ($got->{$_}{n} // 0) . ' receipts' }
+                grep { ($got->{$_}{n} // 0) != 1 } @$paid;
+    my %paid = map { $_ => 1 } @$paid;
+    push @wrong, map { "receipt for unpaid order $_" } grep { !$paid{$_} } sort keys %$got;
+    my ($total) = $self->{provider}->selectrow_array('SELECT count(*) FROM psp.receipts');
+    return ($total, \@wrong);
 }
 
 # Brandur's advice for the window no store closes: diff your records against

@@ -1,0 +1,1 @@
+SELECT idem.consume_once('new', nextval('bench_message')::text, 'h');

@@ -1,0 +1,141 @@
+# Consume-once under fire: 32 consumers deliver every message of a stream 3
+# times in random order (a broker's at-least-once redelivery), each in its
+# own transaction: consume_once, then the effect, then COMMIT, then the ack.
+# Meanwhile consumers are killed with SIGKILL while their transaction is
+# open (their replacement redelivers the unacknowledged message), and the
+# server is stopped with -m immediate (every backend killed, crash recovery
+# at the start); consumers reconnect and redeliver. At the end every message has exactly one effect.
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemProof qw(now start_node connect_or_die);
+use List::Util qw(shuffle);
+use POSIX ();
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $consumers = $ENV{INBOX_CONSUMERS} // 32;
+my $messages  = $ENV{INBOX_MESSAGES} // 3000;
+my $copies    = 3;
+my $client_kills = 8;
+my $server_kills = 2;
+
+my $node = start_node('inbox', fsync => 1);
+my $dir  = PostgreSQL::Test::Utils::tempdir;
+srand(7000);
+
+# Every message 3 times, shuffled, dealt to the consumers.
+my @deliveries = shuffle(map { my $m = $_; map { $m } 1 .. $copies } 1 .. $messages);
+my @share;
+push @{ $share[$_ % $consumers] }, $deliveries[$_] for 0 .. $#deliveries;
+
+# One consumer: from its first unacknowledged delivery to the end. An ack
+# is a line in its log, written after COMMIT returned. A lost connection
+# (the server was killed) means: reconnect, deliver the same message again.
+sub consume {
+	my ($i) = @_;
+	my $log = "$dir/consumer-$i.log";
+	my $acked = 0;
+	if (open my $in, '<', $log) { $acked++ while <$in>; close $in }
+	open my $out, '>>', $log or die "$log: $!";
+	$out->autoflush(1);
+	my $dbh;
+	my $at = $acked;
+	while ($at < @{ $share[$i] }) {
+		my $m = $share[$i][$at];
+		my $ok = eval {
+			$dbh //= connect_or_die($node);
+			$dbh->do("SET application_name = 'consumer-$i'");
+			$dbh->begin_work;
+			my ($new) = $dbh->selectrow_array(
+				q{SELECT idem.consume_once('stream', ?, idem.request_hash(jsonb_build_object('m', ?::int)))},
+				undef, "m$m", $m);
+			$dbh->do('INSERT INTO effects (scope, key, fence, client) VALUES (?, ?, 0, ?)',
+				undef, 'stream', "m$m", $i) if $new;
+			$dbh->commit;
+			1;
+		};
+		if ($ok) {
+			print $out "$m\n";
+			$at++;
+			next;
+		}
+		$dbh = undef;
+		Time::HiRes::sleep(0.05);    # the server restarts: back off, then redeliver
+	}
+}
+
+sub spawn {
+	my ($i) = @_;
+	my $pid = fork() // die "fork: $!";
+	if ($pid == 0) {
+		my $ok = eval { consume($i); 1 };
+		print STDERR "consumer $i died: $@" unless $ok;
+		POSIX::_exit($ok ? 0 : 1);
+	}
+	return $pid;
+}
+
+my %pid_of = map { $_ => spawn($_) } 0 .. $consumers - 1;
+
+# A consumer (or its backend) inside an open transaction, by pg_stat_activity.
+sub in_transaction {
+	my $row = $node->safe_psql('proof', q{SELECT pid, application_name FROM pg_stat_activity
+		WHERE application_name LIKE 'consumer-%' AND state IN ('idle in transaction', 'active')
+		  AND xact_start IS NOT NULL ORDER BY random() LIMIT 1});
+	return split /\|/, $row;
+}
+
+# The faults, interleaved so that both happen while the stream is running.
+my @plan = (('server', ('client') x ($client_kills / 2)) x 2);
+my ($killed_clients, $killed_servers) = (0, 0);
+my $deadline = now() + $PostgreSQL::Test::Utils::timeout_default;
+my %exit_of;    # consumers reaped early, by index
+while (@plan && now() < $deadline) {
+	if ($plan[0] eq 'server') {
+		# The whole server, killed while the consumers are in their transactions.
+		$node->stop('immediate');
+		$node->start;
+		shift @plan;
+		$killed_servers++;
+		next;
+	}
+	my ($backend, $name) = eval { in_transaction() };
+	next unless $backend;
+	my ($i) = $name =~ /consumer-(\d+)/;
+	if (waitpid($pid_of{$i}, POSIX::WNOHANG()) != 0) {
+		$exit_of{$i} = $?;
+		next;
+	}
+	kill 'KILL', $pid_of{$i};
+	waitpid($pid_of{$i}, 0);
+	$pid_of{$i} = spawn($i);
+	shift @plan;
+	$killed_clients++;
+}
+is($killed_clients, $client_kills, "$client_kills consumers killed with SIGKILL inside a transaction");
+is($killed_servers, $server_kills, "the server was stopped -m immediate and started $server_kills times");
+
+my $failed = 0;
+for my $i (keys %pid_of) {
+	my $status = $exit_of{$i};
+	unless (defined $status) { waitpid($pid_of{$i}, 0); $status = $? }
+	$failed++ if $status != 0;
+}
+is($failed, 0, 'every consumer acknowledged its whole share');
+
+my $acks = 0;
+for my $file (glob("$dir/consumer-*.log")) { open my $in, '<', $file or die; $acks++ while <$in>; close $in }
+is($acks, $messages * $copies, 'every delivery was acknowledged');
+my ($effects, $distinct, $consumed) = split /\|/, $node->safe_psql('proof',
+	q{SELECT count(*), count(DISTINCT key), (SELECT count(*) FROM idem.consumed_message WHERE consumer = 'stream')
+	    FROM effects WHERE scope = 'stream'});
+is($distinct, $messages, 'every message had its effect');
+is($effects, $messages, 'exactly once: no message had two effects');
+is($consumed, $messages, 'one consumed row per message');
+diag("inbox kill run: $messages messages, " . ($messages * $copies) . " deliveries, $effects effects, "
+	. ($effects - $distinct) . " duplicates; $killed_clients consumers killed, server killed $killed_servers times");
+
+$node->stop;
+done_testing();
