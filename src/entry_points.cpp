@@ -21,6 +21,8 @@ IDEM_SQL_FUNCTION(mark_failed, idem::mark_failed)
 IDEM_SQL_FUNCTION(set_recovery_point, idem::set_recovery_point)
 IDEM_SQL_FUNCTION(purge_expired, idem::purge_expired)
 IDEM_SQL_FUNCTION(sweep_stale, idem::sweep_stale)
+IDEM_SQL_FUNCTION(claim_or_wait, idem::claim_or_wait)
+IDEM_SQL_FUNCTION(extend_lock, idem::extend_lock)
 IDEM_SQL_FUNCTION(request_hash_jsonb, idem::request_hash_jsonb)
 IDEM_SQL_FUNCTION(request_hash_bytea, idem::request_hash_bytea)
 

@@ -5,6 +5,7 @@
 #include "arguments.hpp"
 #include "errors.hpp"
 #include "keystore.hpp"
+#include "session_binding.hpp"
 #include "stats.hpp"
 
 extern "C" {
@@ -63,7 +64,10 @@ uint64 purge_batch(SpiSession *session, Datum *params) {
 }  // namespace
 
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit) {
-  Datum params[2] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit)};
+  // The sweep also ends the keys of bound sessions that ended (session_binding.hpp).
+  Datum params[3] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit),
+                     statement == Statement::sweep_stale ? session_binding::live_tokens_array()
+                                                         : Datum(0)};
   if (statement == Statement::purge_expired) return purge_batch(session, params);
   return spi_run(session, statement, params, nullptr);
 }

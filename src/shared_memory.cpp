@@ -1,7 +1,9 @@
 #include "shared_memory.hpp"
 
 #include "guard.hpp"
+#include "session_binding.hpp"
 #include "stats.hpp"
+#include "wait_slots.hpp"
 #include "worker_status.hpp"
 
 extern "C" {
@@ -26,6 +28,8 @@ struct Region {
 const Region regions[] = {
     {"idem counters", stats::shared_size, stats::attach_shared},
     {"idem worker status", worker_status_shared_size, attach_worker_status},
+    {"idem wait slots", wait_slots::shared_size, wait_slots::attach_shared},
+    {"idem session registry", session_binding::shared_size, session_binding::attach_shared},
 };
 
 shmem_request_hook_type previous_request_hook = nullptr;

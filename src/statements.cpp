@@ -17,7 +17,7 @@ namespace {
   "r.expires_at OPERATOR(pg_catalog.<=) $5, "                                    \
   "r.fence, r.attempt_count, r.recovery_point, r.response_code, "                \
   "r.response_body, r.result_ref_type, r.result_ref_id, r.failure_code, "        \
-  "r.failure_message, r.locked_until, r.expires_at"
+  "r.failure_message, r.locked_until, r.expires_at, r.bound_session"
 
 #define TABLE "idem.idempotency_request"
 #define BY_KEY "r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2"
@@ -47,19 +47,21 @@ const char *const observe_sql =
 const char *const insert_sql =
     "INSERT INTO " TABLE " AS r (scope, key, request_hash, status, "
     "recovery_point, fence, attempt_count, claimed_by, claimed_at, locked_until, "
-    "created_at, updated_at, expires_at) "
+    "created_at, updated_at, expires_at, bound_session) "
     "VALUES ($1, $2, $3, " STATUS("processing") ", 'started', " NEXT_FENCE ", 1, $4, $5, "
-    CLAIM_LOCKED_UNTIL ", $5, $5, " CLAIM_EXPIRES_AT ") "
+    CLAIM_LOCKED_UNTIL ", $5, $5, " CLAIM_EXPIRES_AT ", $10) "
     "ON CONFLICT (scope, key) DO NOTHING "
     "RETURNING true, " CLAIM_ROW_COLUMNS;
 
 // Compare-and-swap on what the claim observed ($8 fence, $9 status): if
 // anyone changed the row since, nothing matches and the claim looks again.
+// A processing row is stale when its lock ran out, or when it is bound to
+// the session $11 the claim found dead (session_binding.hpp).
 const char *const take_over_sql =
     "UPDATE " TABLE " AS r SET status = " STATUS("processing") ", fence = " NEXT_FENCE
     ", attempt_count = r.attempt_count OPERATOR(pg_catalog.+) 1, claimed_by = $4, "
     "claimed_at = $5, locked_until = " CLAIM_LOCKED_UNTIL ", updated_at = $5, "
-    "finished_at = NULL, response_code = NULL, response_body = NULL, "
+    "finished_at = NULL, response_code = NULL, response_body = NULL, bound_session = $10, "
     "expires_at = GREATEST(r.expires_at, " CLAIM_EXPIRES_AT ") "
     "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $8 "
     "AND r.status OPERATOR(pg_catalog.=) $9::idem.idempotency_status "
@@ -67,7 +69,8 @@ const char *const take_over_sql =
     "AND (r.status OPERATOR(pg_catalog.=) " STATUS("failed_retryable")
     " AND r.expires_at OPERATOR(pg_catalog.>) $5 "
     "OR r.status OPERATOR(pg_catalog.=) " STATUS("processing")
-    " AND r.locked_until OPERATOR(pg_catalog.<=) $5) "
+    " AND (r.locked_until OPERATOR(pg_catalog.<=) $5 "
+    "OR r.bound_session OPERATOR(pg_catalog.=) $11)) "
     "RETURNING false, " CLAIM_ROW_COLUMNS;
 
 const char *const regenerate_sql =
@@ -76,8 +79,8 @@ const char *const regenerate_sql =
     "claimed_by = $4, claimed_at = $5, locked_until = " CLAIM_LOCKED_UNTIL ", "
     "response_code = NULL, response_body = NULL, result_ref_type = NULL, "
     "result_ref_id = NULL, failure_code = NULL, failure_message = NULL, "
-    "created_at = $5, updated_at = $5, finished_at = NULL, expires_at = " CLAIM_EXPIRES_AT
-    " WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $8 "
+    "created_at = $5, updated_at = $5, finished_at = NULL, bound_session = $10, "
+    "expires_at = " CLAIM_EXPIRES_AT " WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $8 "
     "AND r.status OPERATOR(pg_catalog.<>) " STATUS("processing")
     " AND r.expires_at OPERATOR(pg_catalog.<=) $5 "
     "RETURNING false, " CLAIM_ROW_COLUMNS;
@@ -125,10 +128,12 @@ const char *const purge_candidates_sql =
     "ORDER BY d.expires_at LIMIT $2";
 
 // Fence and recovery point stay: the next claim resumes where the zombie was.
+// A key bound to a session that is not among the live ones ($3) is stale too.
 const char *const sweep_stale_sql =
     "WITH stale AS (SELECT s.ctid AS tid FROM " TABLE " s "
     "WHERE s.status OPERATOR(pg_catalog.=) " STATUS("processing")
-    " AND s.locked_until OPERATOR(pg_catalog.<=) $1 "
+    " AND (s.locked_until OPERATOR(pg_catalog.<=) $1 "
+    "OR s.bound_session OPERATOR(pg_catalog.<>) ALL ($3)) "
     "ORDER BY s.locked_until LIMIT $2 FOR UPDATE SKIP LOCKED) "
     "UPDATE " TABLE " AS r SET "
     "status = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "
@@ -171,8 +176,17 @@ const char *const force_expire_key_sql =
     "RETURNING r, r.status::pg_catalog.text, r.fence";
 #undef WHEN_PROCESSING
 
+// $5 extend_by. Never earlier than the lock already runs; an owner's key the
+// sweeper declared abandoned (and nobody claimed since) is processing again.
+const char *const extend_lock_sql =
+    "UPDATE " TABLE " AS r SET status = " STATUS("processing") ", "
+    "locked_until = GREATEST(r.locked_until, $4 OPERATOR(pg_catalog.+) $5), "
+    "failure_code = NULL, failure_message = NULL, finished_at = NULL, updated_at = $4 "
+    "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $3 AND " OWNED_AT_4 " "
+    "RETURNING r.locked_until";
 
-constexpr int max_params = 9;
+
+constexpr int max_params = 11;
 
 struct StatementSpec {
   const char *sql;
@@ -181,19 +195,23 @@ struct StatementSpec {
   int expected_result;  // SPI_OK_* code
 };
 
+#define CLAIM_PARAM_TYPES                                                                 \
+  {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, \
+   TEXTOID, INT8OID, INT8OID}
+
 const StatementSpec specs[] = {
     // claim_* share one parameter list (ClaimParam)
     {insert_sql, claim_param_count,
-     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     CLAIM_PARAM_TYPES,
      SPI_OK_INSERT_RETURNING},
     {observe_sql, claim_param_count,
-     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     CLAIM_PARAM_TYPES,
      SPI_OK_SELECT},
     {take_over_sql, claim_param_count,
-     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     CLAIM_PARAM_TYPES,
      SPI_OK_UPDATE_RETURNING},
     {regenerate_sql, claim_param_count,
-     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     CLAIM_PARAM_TYPES,
      SPI_OK_UPDATE_RETURNING},
     {mark_succeeded_sql, 8,
      {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, INT4OID, JSONBOID, TEXTOID, TEXTOID},
@@ -206,15 +224,18 @@ const StatementSpec specs[] = {
     {owner_fence_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {purge_expired_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE},
     {purge_candidates_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
-    {sweep_stale_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_UPDATE},
+    {sweep_stale_sql, 3, {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID}, SPI_OK_UPDATE},
     {lookup_key_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {evict_key_sql, 3, {TEXTOID, TEXTOID, BOOLOID}, SPI_OK_DELETE_RETURNING},
     {force_expire_key_sql, 4, {TEXTOID, TEXTOID, BOOLOID, TIMESTAMPTZOID},
      SPI_OK_UPDATE_RETURNING},
+    {extend_lock_sql, 5, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, INTERVALOID},
+     SPI_OK_UPDATE_RETURNING},
 };
+#undef CLAIM_PARAM_TYPES
 
 constexpr int statement_count = sizeof specs / sizeof specs[0];
-static_assert(statement_count == static_cast<int>(Statement::force_expire_key) + 1,
+static_assert(statement_count == static_cast<int>(Statement::extend_lock) + 1,
               "one spec per Statement");
 
 // Kept plans live for the backend's life; Postgres replans them by name

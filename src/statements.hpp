@@ -22,6 +22,7 @@ enum class Statement {
   lookup_key,        // the operator's tools (key_tools.cpp)
   evict_key,
   force_expire_key,
+  extend_lock,       // an owner's longer lease (lease.cpp)
 };
 
 // Columns of the claim statements' result rows.
@@ -42,6 +43,7 @@ enum ClaimColumn {
   col_failure_message,
   col_locked_until,
   col_expires_at,  // last column copied into idem.claim
+  col_bound_session,  // the session the owner bound the key to, or NULL
 };
 
 // Parameters shared by the claim statements.
@@ -55,6 +57,8 @@ enum ClaimParam {
   claim_retention,  // NULL: never expires
   claim_seen_fence,
   claim_seen_status,
+  claim_bound_session,  // this session's token when idem.bind_lock_to_session is on
+  claim_dead_session,   // the dead session the observed row was bound to, or NULL
   claim_param_count,
 };
 

@@ -1,0 +1,91 @@
+// idem.claim_or_wait: claim as claim_idempotency_key does; while the answer
+// is processing_active, wait (no row lock, no transaction id: between
+// attempts the waiter holds nothing but its snapshot of the calling
+// statement) and claim again when the owner commits an outcome, its lock
+// runs out, or its bound session ends, for at most max_wait.
+#include "claim.hpp"
+#include "errors.hpp"
+#include "keystore.hpp"
+#include "stats.hpp"
+#include "wait_slots.hpp"
+
+namespace idem {
+
+namespace {
+
+// Polling (no preload, hot standby): the first look again after 10 ms,
+// doubling up to a second between looks.
+constexpr long first_poll_ms = 10;
+constexpr long max_poll_ms = 1000;
+
+// An owner's lock ends at locked_until; the waiter looks again just after.
+constexpr long lock_end_margin_ms = 1;
+
+TimestampTz require_max_wait(FunctionCallInfo fcinfo, const KeyName &name, TimestampTz now) {
+  if (PG_ARGISNULL(3))
+    throw_key_error(sqlstate::bad_argument, "max_wait must not be NULL", name,
+                    "Pass how long to wait for the key's owner, such as '10 seconds'.");
+  const Interval *max_wait = require_finite_interval(fcinfo, 3, "max_wait", name);
+  TimestampTz deadline = DatumGetTimestampTz(DirectFunctionCall2(
+      timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(max_wait)));
+  if (deadline <= now)
+    throw_key_error(sqlstate::bad_argument, "max_wait must be a positive interval", name,
+                    "Pass how long to wait for the key's owner, such as '10 seconds'.");
+  return deadline;
+}
+
+long ms_until(TimestampTz from, TimestampTz to) {
+  if (to <= from) return 0;
+  int64 ms = (to - from + 999) / 1000;
+  return ms > INT_MAX ? INT_MAX : static_cast<long>(ms);
+}
+
+}  // namespace
+
+Datum claim_or_wait(FunctionCallInfo fcinfo) {
+  ClaimRequest request;
+  prepare_claim(fcinfo, 4, &request);
+  TimestampTz started = GetCurrentTimestamp();
+  TimestampTz deadline = require_max_wait(fcinfo, request.name, started);
+  ClaimAnswer answer;
+  // A transaction snapshot never sees the outcome it would wait for.
+  if (IsolationUsesXactSnapshot()) {
+    claim_once(&request, &answer);
+  } else {
+    bool wake = wait_slots::wakeups_available();
+    if (wake) wait_slots::prepare_to_wait(request.stripe);
+    long poll_ms = first_poll_ms;
+    bool waited = false;
+    for (;;) {
+      claim_once(&request, &answer);
+      TimestampTz now = GetCurrentTimestamp();
+      if (answer.kind != ClaimKind::processing_active || now >= deadline) break;
+      if (!waited) {
+        waited = true;
+        stats::count(stats::Counter::waits_started);
+        if (!wake) stats::count(stats::Counter::polling_fallbacks);
+      }
+      long sleep_ms = ms_until(now, deadline);
+      if (!answer.locked_until_null)
+        sleep_ms = Min(sleep_ms, ms_until(now, answer.locked_until) + lock_end_margin_ms);
+      if (wake) {
+        wait_slots::sleep(sleep_ms);
+      } else {
+        wait_slots::poll_sleep(Min(sleep_ms, poll_ms));
+        poll_ms = Min(poll_ms * 2, max_poll_ms);
+      }
+    }
+    if (wake) wait_slots::stop_waiting();
+    if (waited) {
+      stats::count(answer.kind == ClaimKind::processing_active ? stats::Counter::waits_timed_out
+                                                               : stats::Counter::waits_answered);
+      stats::count(stats::Counter::wait_time_us,
+                   static_cast<uint64>(GetCurrentTimestamp() - started));
+    }
+  }
+  stats::count_claim(answer.kind);
+  if (answer.bound_session_ended) stats::count(stats::Counter::session_bound_takeovers);
+  return HeapTupleGetDatum(answer.result);
+}
+
+}  // namespace idem
