@@ -133,7 +133,7 @@ const char *const sweep_stale_sql =
     "WITH stale AS (SELECT s.ctid AS tid FROM " TABLE " s "
     "WHERE s.status OPERATOR(pg_catalog.=) " STATUS("processing")
     " AND (s.locked_until OPERATOR(pg_catalog.<=) $1 "
-    "OR s.bound_session OPERATOR(pg_catalog.<>) ALL ($3)) "
+    "OR s.bound_session IS NOT NULL AND s.bound_session OPERATOR(pg_catalog.<>) ALL ($3)) "
     "ORDER BY s.locked_until LIMIT $2 FOR UPDATE SKIP LOCKED) "
     "UPDATE " TABLE " AS r SET "
     "status = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "
