@@ -9,6 +9,10 @@
 #include "stats.hpp"
 #include "wait_slots.hpp"
 
+extern "C" {
+#include "utils/resowner.h"
+}
+
 namespace idem {
 
 namespace {
@@ -34,6 +38,26 @@ TimestampTz require_max_wait(FunctionCallInfo fcinfo, const KeyName &name, Times
   return deadline;
 }
 
+// One attempt in a subtransaction of its own. An attempt that lost a race
+// (its takeover's UPDATE waited for the winner's row lock and then matched
+// nothing) has locked the row with its transaction id; an attempt that
+// found the key in flight is rolled back (it wrote nothing), so the waiter
+// holds no row lock while it sleeps and the new owner's outcome does not
+// wait for it. An attempt that answered anything else is kept.
+void claim_attempt(ClaimRequest *request, ClaimAnswer *answer) {
+  MemoryContext caller_context = CurrentMemoryContext;
+  ResourceOwner caller_owner = CurrentResourceOwner;
+  BeginInternalSubTransaction(nullptr);
+  MemoryContextSwitchTo(caller_context);  // the answer outlives the subtransaction
+  claim_once(request, answer);
+  if (answer->kind == ClaimKind::processing_active)
+    RollbackAndReleaseCurrentSubTransaction();
+  else
+    ReleaseCurrentSubTransaction();
+  MemoryContextSwitchTo(caller_context);
+  CurrentResourceOwner = caller_owner;
+}
+
 long ms_until(TimestampTz from, TimestampTz to) {
   if (to <= from) return 0;
   int64 ms = (to - from + 999) / 1000;
@@ -57,7 +81,7 @@ Datum claim_or_wait(FunctionCallInfo fcinfo) {
     long poll_ms = first_poll_ms;
     bool waited = false;
     for (;;) {
-      claim_once(&request, &answer);
+      claim_attempt(&request, &answer);
       TimestampTz now = GetCurrentTimestamp();
       if (answer.kind != ClaimKind::processing_active || now >= deadline) break;
       if (!waited) {
