@@ -25,19 +25,6 @@ constexpr long max_poll_ms = 1000;
 // An owner's lock ends at locked_until; the waiter looks again just after.
 constexpr long lock_end_margin_ms = 1;
 
-TimestampTz require_max_wait(FunctionCallInfo fcinfo, const KeyName &name, TimestampTz now) {
-  if (PG_ARGISNULL(3))
-    throw_key_error(sqlstate::bad_argument, "max_wait must not be NULL", name,
-                    "Pass how long to wait for the key's owner, such as '10 seconds'.");
-  const Interval *max_wait = require_finite_interval(fcinfo, 3, "max_wait", name);
-  TimestampTz deadline = DatumGetTimestampTz(DirectFunctionCall2(
-      timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(max_wait)));
-  if (deadline <= now)
-    throw_key_error(sqlstate::bad_argument, "max_wait must be a positive interval", name,
-                    "Pass how long to wait for the key's owner, such as '10 seconds'.");
-  return deadline;
-}
-
 // One attempt in a subtransaction of its own. An attempt that lost a race
 // (its takeover's UPDATE waited for the winner's row lock and then matched
 // nothing) has locked the row with its transaction id; an attempt that
@@ -70,7 +57,9 @@ Datum claim_or_wait(FunctionCallInfo fcinfo) {
   ClaimRequest request;
   prepare_claim(fcinfo, 4, &request);
   TimestampTz started = GetCurrentTimestamp();
-  TimestampTz deadline = require_max_wait(fcinfo, request.name, started);
+  TimestampTz deadline = require_positive_interval(
+      fcinfo, 3, "max_wait", started, request.name,
+      "Pass how long to wait for the key's owner, such as '10 seconds'.");
   ClaimAnswer answer;
   // A transaction snapshot never sees the outcome it would wait for.
   if (IsolationUsesXactSnapshot()) {

@@ -98,9 +98,10 @@ sub still_waiting { return !$twin->pg_ready; }
 	my ($kind) = $twin->selectrow_array(q{SELECT kind FROM idem.claim_idempotency_key('cases', 'interrupted', 'h')});
 	is($kind, 'processing_active', 'the session goes on');
 
-	$sth = start_wait($twin, 'cases', 'interrupted', '60 seconds');
-	wait_until_waiting($monitor, $twin->{pg_pid});
-	my $pid = $twin->{pg_pid};
+	my $victim = connect_db($node);
+	$sth = start_wait($victim, 'cases', 'interrupted', '60 seconds');
+	wait_until_waiting($monitor, $victim->{pg_pid});
+	my $pid = $victim->{pg_pid};
 	$asked = time();
 	$monitor->do('SELECT pg_terminate_backend(?)', undef, $pid);
 	eval { $sth->pg_result };
