@@ -5,6 +5,7 @@
 // runs out, or its bound session ends, for at most max_wait.
 #include "claim.hpp"
 #include "errors.hpp"
+#include "guard.hpp"
 #include "keystore.hpp"
 #include "stats.hpp"
 #include "wait_slots.hpp"
@@ -27,17 +28,45 @@ constexpr long lock_end_margin_ms = 1;
 
 // One attempt in a subtransaction of its own. An attempt that lost a race
 // (its takeover's UPDATE waited for the winner's row lock and then matched
-// nothing) has locked the row with its transaction id; an attempt that
-// found the key in flight is rolled back (it wrote nothing), so the waiter
-// holds no row lock while it sleeps and the new owner's outcome does not
-// wait for it. An attempt that answered anything else is kept.
+// nothing) has locked the row with its subtransaction's id; such an
+// attempt, which found the key in flight after all, is rolled back, so the
+// waiter holds no row lock while it sleeps and the new owner's outcome does
+// not wait for it. Any other attempt is kept: an attempt that only looked
+// took no transaction id, and committing its subtransaction leaves the
+// waiter on its condition variable's list, where a rollback would take it
+// off (the sleep then only re-arms, and the waiter looks once more).
+//
+// An error inside (a statement_timeout, a cancel, P4002) must roll the
+// subtransaction back before it travels on: left open, the caller's
+// transaction would stay aborted after the error, as PL/pgSQL's exception
+// blocks know. So the attempt runs under PG_TRY, and its C++ exceptions are
+// turned into Postgres errors by a guard of its own first, so that only a
+// longjmp ever leaves the PG_TRY.
 void claim_attempt(ClaimRequest *request, ClaimAnswer *answer) {
   MemoryContext caller_context = CurrentMemoryContext;
   ResourceOwner caller_owner = CurrentResourceOwner;
   BeginInternalSubTransaction(nullptr);
   MemoryContextSwitchTo(caller_context);  // the answer outlives the subtransaction
-  claim_once(request, answer);
-  if (answer->kind == ClaimKind::processing_active)
+  PG_TRY();
+  {
+    run_guarded([request, answer]() -> Datum {
+      claim_once(request, answer);
+      return 0;
+    });
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(caller_context);
+    ErrorData *error = CopyErrorData();
+    FlushErrorState();
+    RollbackAndReleaseCurrentSubTransaction();
+    MemoryContextSwitchTo(caller_context);
+    CurrentResourceOwner = caller_owner;
+    ReThrowError(error);
+  }
+  PG_END_TRY();
+  if (answer->kind == ClaimKind::processing_active &&
+      TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
     RollbackAndReleaseCurrentSubTransaction();
   else
     ReleaseCurrentSubTransaction();
