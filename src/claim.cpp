@@ -179,7 +179,12 @@ void prepare_claim(FunctionCallInfo fcinfo, int first_option_arg, ClaimRequest *
   params[claim_retention] = IntervalPGetDatum(&request->retention);
   nulls[claim_retention] = expires ? ' ' : 'n';
   request->stripe = wait_slots::stripe_of(scope, key);
+  request->key_table_has_binding = key_table_has_binding();
   bool bind = session_binding::wanted();
+  if (bind && !request->key_table_has_binding)
+    throw_key_error(sqlstate::not_preloaded,
+                    "idem.bind_lock_to_session needs the extension's 1.1 key table",
+                    request->name, "Run ALTER EXTENSION idem UPDATE, or turn the setting off.");
   params[claim_bound_session] = bind ? Int64GetDatum(session_binding::my_token()) : Datum(0);
   nulls[claim_bound_session] = bind ? ' ' : 'n';
 }
@@ -197,6 +202,7 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
   nulls[claim_dead_session] = 'n';
   answer->bound_session_ended = false;
 
+  bool has_binding = request->key_table_has_binding;
   SpiSession session;
   spi_connect(&session);
   // A READ ONLY transaction (or a hot standby) may still replay.
@@ -208,7 +214,7 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
   SeenRow row;
   for (int step = 0; step < max_claim_steps; ++step) {
     Statement ran = statement;
-    uint64 rows = spi_run(&session, ran, params, nulls);
+    uint64 rows = spi_run(&session, for_key_table(ran, has_binding), params, nulls);
     statement = Statement::claim_observe;
     if (rows == 0) {
       if (ran == Statement::claim_observe) {

@@ -17,6 +17,7 @@ struct ClaimRequest {
   Interval lock_timeout;
   Interval retention;
   uint32 stripe;  // the key's wait stripe (wait_slots.hpp)
+  bool key_table_has_binding;  // false before ALTER EXTENSION idem UPDATE to 1.1
 };
 IDEM_LONGJMP_SAFE(ClaimRequest);
 

@@ -69,7 +69,7 @@ uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 lim
                      statement == Statement::sweep_stale ? session_binding::live_tokens_array()
                                                          : Datum(0)};
   if (statement == Statement::purge_expired) return purge_batch(session, params);
-  return spi_run(session, statement, params, nullptr);
+  return spi_run(session, for_key_table(statement, key_table_has_binding()), params, nullptr);
 }
 
 namespace {

@@ -22,7 +22,15 @@ enum class Statement {
   lookup_key,        // the operator's tools (key_tools.cpp)
   evict_key,
   force_expire_key,
-  extend_lock,       // an owner's longer lease (lease.cpp)
+  extend_lock,       // an owner's longer lease (outcome.cpp)
+  // The claim statements and the sweep for a key table still at 1.0 (no
+  // bound_session column): the library is installed before ALTER EXTENSION
+  // idem UPDATE runs, and claims must work in between.
+  claim_insert_10,
+  claim_observe_10,
+  claim_take_over_10,
+  claim_regenerate_10,
+  sweep_stale_10,
 };
 
 // Columns of the claim statements' result rows.
@@ -61,6 +69,11 @@ enum ClaimParam {
   claim_dead_session,   // the dead session the observed row was bound to, or NULL
   claim_param_count,
 };
+
+// Whether idem.idempotency_request has 1.1's bound_session column (three
+// catalog cache lookups), and the variant of a statement for that table.
+bool key_table_has_binding();
+Statement for_key_table(Statement statement, bool has_binding);
 
 // A statement's kept plan and the SPI_OK_* code its execution must return.
 struct KeptStatement {
