@@ -709,3 +709,93 @@ REVOKE ALL ON FUNCTION
 FROM PUBLIC;
 GRANT SELECT ON TABLE idem.outbox_summary TO pg_monitor;
 -- ==== end inbox ====
+
+-- ==== lease: claim_or_wait, extend_lock, bind_lock_to_session ====
+-- The token of the session a claim bound its key to
+-- (idem.bind_lock_to_session; src/session_binding.hpp); NULL when unbound.
+-- Adding a nullable column without a default rewrites nothing.
+ALTER TABLE idem.idempotency_request ADD COLUMN bound_session bigint;
+
+COMMENT ON COLUMN idem.idempotency_request.bound_session IS
+    'Token of the session that owns this processing key under idem.bind_lock_to_session; the key is stale once that session ends.';
+
+-- Claims as claim_idempotency_key does, but waits (for at most max_wait)
+-- instead of answering processing_active: README.md, "Waiting for a twin".
+CREATE FUNCTION idem.claim_or_wait(
+    scope text, key text, request_hash text, max_wait interval,
+    claimed_by text DEFAULT NULL,
+    lock_timeout interval DEFAULT NULL,
+    retention interval DEFAULT NULL)
+RETURNS idem.claim
+AS 'MODULE_PATHNAME', 'idem_claim_or_wait'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
+
+-- The owner's longer lease; never shortens a lock.
+CREATE FUNCTION idem.extend_lock(scope text, key text, fence bigint, extend_by interval)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'idem_extend_lock'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
+
+-- Request-path functions, granted by hand as the 1.0 ones are.
+REVOKE ALL ON FUNCTION
+    idem.claim_or_wait(text, text, text, interval, text, interval, interval),
+    idem.extend_lock(text, text, bigint, interval)
+FROM PUBLIC;
+
+-- The counters gain the waits' and the bindings' columns: the view and its
+-- function are made again with them (and their grants).
+DROP VIEW idem.stats;
+DROP FUNCTION idem.stats_counters();
+CREATE FUNCTION idem.stats_counters(
+    OUT datid oid,
+    OUT new_claim bigint,
+    OUT replay_success bigint,
+    OUT processing_active bigint,
+    OUT processing_stale bigint,
+    OUT retryable_failure bigint,
+    OUT final_failure bigint,
+    OUT request_mismatches bigint,
+    OUT stale_fences bigint,
+    OUT marked_succeeded bigint,
+    OUT marked_failed_retryable bigint,
+    OUT marked_failed_final bigint,
+    OUT recovery_points_set bigint,
+    OUT rows_swept bigint,
+    OUT rows_purged bigint,
+    OUT worker_rounds bigint,
+    OUT waits_started bigint,
+    OUT waits_answered bigint,
+    OUT waits_timed_out bigint,
+    OUT wait_time_us bigint,
+    OUT polling_fallbacks bigint,
+    OUT session_bound_takeovers bigint,
+    OUT last_worker_round timestamptz,
+    OUT stats_reset timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_stats_counters'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE VIEW idem.stats AS
+SELECT s.datid, d.datname,
+       s.new_claim, s.replay_success, s.processing_active, s.processing_stale,
+       s.retryable_failure, s.final_failure, s.request_mismatches, s.stale_fences,
+       s.marked_succeeded, s.marked_failed_retryable, s.marked_failed_final,
+       s.recovery_points_set, s.rows_swept, s.rows_purged,
+       s.worker_rounds, s.waits_started, s.waits_answered, s.waits_timed_out,
+       CASE WHEN s.waits_answered + s.waits_timed_out > 0
+            THEN s.wait_time_us::float8 / 1000.0 / (s.waits_answered + s.waits_timed_out)
+       END AS mean_wait_ms,
+       s.polling_fallbacks, s.session_bound_takeovers,
+       s.last_worker_round, s.stats_reset
+  FROM idem.stats_counters() s
+  LEFT JOIN pg_catalog.pg_database d ON d.oid = s.datid
+ WHERE s.datid IS NULL OR d.oid IS NOT NULL;
+
+COMMENT ON VIEW idem.stats IS
+    'idem''s counters since stats_reset, one row per database; needs shared_preload_libraries = ''idem''.';
+
+REVOKE ALL ON FUNCTION idem.stats_counters() FROM PUBLIC;
+REVOKE ALL ON TABLE idem.stats FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.stats_counters() TO pg_monitor;
+GRANT SELECT ON TABLE idem.stats TO pg_monitor;
+-- ==== end lease ====

@@ -2,8 +2,10 @@
 // atomic INSERT ... ON CONFLICT DO NOTHING decides the owner (never a
 // SELECT-then-INSERT race); otherwise docs/design.md's classification, where a
 // takeover is a compare-and-swap on what was observed.
-#include "arguments.hpp"
-#include "classify.hpp"
+#include "claim.hpp"
+
+#include "session_binding.hpp"
+#include "wait_slots.hpp"
 #include "errors.hpp"
 #include "keystore.hpp"
 #include "settings.hpp"
@@ -18,7 +20,7 @@ namespace {
 // look-then-write settle any real contention, and past that the caller is
 // told to retry.
 constexpr int max_claim_steps = 16;
-constexpr int claim_row_columns = col_expires_at;
+constexpr int claim_row_columns = col_bound_session;
 constexpr int claim_result_columns = 1 + col_expires_at - col_fence + 1;
 
 // The OIDs of idem.claim_kind's labels, looked up once per backend (and again
@@ -73,6 +75,15 @@ void read_first_row(const SpiSession *session, SeenRow *row) {
   row->observed.same_request_hash = true_and_not_null(*row, col_same_hash);
   row->observed.lock_expired = true_and_not_null(*row, col_lock_expired);
   row->observed.expired = true_and_not_null(*row, col_expired);
+}
+
+// A processing key whose lock still runs but whose bound session ended is
+// stale at once; the takeover then matches on that session's token.
+bool bound_session_ended(const SeenRow &row) {
+  if (row.observed.status != Status::processing || row.observed.lock_expired ||
+      row.nulls[col_bound_session - 1])
+    return false;
+  return !session_binding::alive(DatumGetInt64(column(row, col_bound_session)));
 }
 
 bool grants_ownership(ClaimKind kind) {
@@ -137,43 +148,61 @@ HeapTuple form_claim(TupleDesc desc, ClaimKind kind, const SeenRow &row) {
 
 }  // namespace
 
-Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
+void prepare_claim(FunctionCallInfo fcinfo, int first_option_arg, ClaimRequest *request) {
   text *scope;
   text *key;
-  KeyName name;
-  require_scope_and_key(fcinfo, &scope, &key, &name);
+  require_scope_and_key(fcinfo, &scope, &key, &request->name);
   text *request_hash = require_text(fcinfo, 2, sqlstate::request_hash_invalid,
-                                    "request_hash", name);
+                                    "request_hash", request->name);
   TimestampTz now = GetCurrentTimestamp();
-  Interval lock_timeout;
-  Interval retention;
-  interval_or_setting(fcinfo, 4, "lock_timeout", settings.lock_timeout_ms, 1000, now, name,
-                      &lock_timeout);
-  bool expires = interval_or_setting(fcinfo, 5, "retention", settings.retention_s,
-                                     USECS_PER_SEC, now, name, &retention);
+  interval_or_setting(fcinfo, first_option_arg + 1, "lock_timeout", settings.lock_timeout_ms,
+                      1000, now, request->name, &request->lock_timeout);
+  bool expires = interval_or_setting(fcinfo, first_option_arg + 2, "retention",
+                                     settings.retention_s, USECS_PER_SEC, now, request->name,
+                                     &request->retention);
 
-  TupleDesc result_desc;
-  if (get_call_result_type(fcinfo, nullptr, &result_desc) != TYPEFUNC_COMPOSITE)
-    throw Error(sqlstate::internal, "claim_idempotency_key must return idem.claim");
-  require_claim_type(result_desc);
+  if (get_call_result_type(fcinfo, nullptr, &request->result_desc) != TYPEFUNC_COMPOSITE)
+    throw Error(sqlstate::internal, "a claim must return idem.claim");
+  require_claim_type(request->result_desc);
 
-  Datum params[claim_param_count];
-  char nulls[claim_param_count];
+  Datum *params = request->params;
+  char *nulls = request->nulls;
   for (int i = 0; i < claim_param_count; ++i) nulls[i] = ' ';
   params[claim_scope] = PointerGetDatum(scope);
   params[claim_key] = PointerGetDatum(key);
   params[claim_request_hash] = PointerGetDatum(request_hash);
-  params[claim_claimed_by] = PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3);
-  nulls[claim_claimed_by] = PG_ARGISNULL(3) ? 'n' : ' ';
+  bool no_claimed_by = PG_ARGISNULL(first_option_arg);
+  params[claim_claimed_by] = no_claimed_by ? Datum(0) : PG_GETARG_DATUM(first_option_arg);
+  nulls[claim_claimed_by] = no_claimed_by ? 'n' : ' ';
   params[claim_now] = TimestampTzGetDatum(now);
-  params[claim_lock_timeout] = IntervalPGetDatum(&lock_timeout);
-  params[claim_retention] = IntervalPGetDatum(&retention);
+  params[claim_lock_timeout] = IntervalPGetDatum(&request->lock_timeout);
+  params[claim_retention] = IntervalPGetDatum(&request->retention);
   nulls[claim_retention] = expires ? ' ' : 'n';
+  request->stripe = wait_slots::stripe_of(scope, key);
+  request->key_table_has_binding = key_table_has_binding();
+  bool bind = session_binding::wanted();
+  if (bind && !request->key_table_has_binding)
+    throw_key_error(sqlstate::not_preloaded,
+                    "idem.bind_lock_to_session needs the extension's 1.1 key table",
+                    request->name, "Run ALTER EXTENSION idem UPDATE, or turn the setting off.");
+  params[claim_bound_session] = bind ? Int64GetDatum(session_binding::my_token()) : Datum(0);
+  nulls[claim_bound_session] = bind ? ' ' : 'n';
+}
+
+void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
+  Datum *params = request->params;
+  char *nulls = request->nulls;
+  const KeyName &name = request->name;
+  params[claim_now] = TimestampTzGetDatum(GetCurrentTimestamp());
   params[claim_seen_fence] = Datum(0);
   nulls[claim_seen_fence] = 'n';
   params[claim_seen_status] = Datum(0);
   nulls[claim_seen_status] = 'n';
+  params[claim_dead_session] = Datum(0);
+  nulls[claim_dead_session] = 'n';
+  answer->bound_session_ended = false;
 
+  bool has_binding = request->key_table_has_binding;
   SpiSession session;
   spi_connect(&session);
   // A READ ONLY transaction (or a hot standby) may still replay.
@@ -185,7 +214,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   SeenRow row;
   for (int step = 0; step < max_claim_steps; ++step) {
     Statement ran = statement;
-    uint64 rows = spi_run(&session, ran, params, nulls);
+    uint64 rows = spi_run(&session, for_key_table(ran, has_binding), params, nulls);
     statement = Statement::claim_observe;
     if (rows == 0) {
       if (ran == Statement::claim_observe) {
@@ -201,6 +230,8 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
     } else if (ran != Statement::claim_observe) {
       kind = claim_kind_of(pending);  // a takeover or a new generation
     } else {
+      bool ended = bound_session_ended(row);
+      if (ended) row.observed.lock_expired = true;
       pending = classify(row.observed);
       switch (pending) {
         case Action::reject_mismatch:
@@ -230,19 +261,37 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
         nulls[claim_seen_fence] = ' ';
         params[claim_seen_status] = column(row, col_status);
         nulls[claim_seen_status] = ' ';
+        params[claim_dead_session] = ended ? column(row, col_bound_session) : Datum(0);
+        nulls[claim_dead_session] = ended ? ' ' : 'n';
+        answer->bound_session_ended = ended;
         continue;
       }
       kind = claim_kind_of(pending);
     }
     spi_finish(&session);
-    HeapTuple result = form_claim(result_desc, kind, row);
-    stats::count_claim(kind);
-    return HeapTupleGetDatum(result);
+    answer->kind = kind;
+    answer->result = form_claim(request->result_desc, kind, row);
+    answer->locked_until_null = row.nulls[col_locked_until - 1];
+    answer->locked_until = DatumGetTimestampTz(column(row, col_locked_until));
+    if (kind != ClaimKind::processing_stale) answer->bound_session_ended = false;
+    if (grants_ownership(kind) && nulls[claim_bound_session] == ' ')
+      session_binding::note_bound_stripe(request->stripe);
+    return;
   }
   spi_finish(&session);
   throw_key_error(sqlstate::contention,
                   "could not claim the idempotency key: it kept changing under contention",
                   name, "Retry the request; the key is being claimed by many requests at once.");
+}
+
+Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
+  ClaimRequest request;
+  prepare_claim(fcinfo, 3, &request);
+  ClaimAnswer answer;
+  claim_once(&request, &answer);
+  stats::count_claim(answer.kind);
+  if (answer.bound_session_ended) stats::count(stats::Counter::session_bound_takeovers);
+  return HeapTupleGetDatum(answer.result);
 }
 
 }  // namespace idem

@@ -20,6 +20,17 @@ inline bool interval_is_finite(const Interval *interval) {
 #endif
 }
 
+// 17 lets an extension name its wait events (pg_stat_activity.wait_event);
+// before, every extension wait shows as "Extension".
+inline uint32 extension_wait_event(const char *name) {
+#if PG_VERSION_NUM >= 170000
+  return WaitEventExtensionNew(name);
+#else
+  (void)name;
+  return PG_WAIT_EXTENSION;
+#endif
+}
+
 }  // namespace idem::compat
 
 // The magic block. From 18 it also names the module and its version, which

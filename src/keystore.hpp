@@ -12,5 +12,7 @@ Datum mark_failed(FunctionCallInfo fcinfo);
 Datum set_recovery_point(FunctionCallInfo fcinfo);
 Datum purge_expired(FunctionCallInfo fcinfo);
 Datum sweep_stale(FunctionCallInfo fcinfo);
+Datum claim_or_wait(FunctionCallInfo fcinfo);  // claim_or_wait.cpp
+Datum extend_lock(FunctionCallInfo fcinfo);    // outcome.cpp
 
 }  // namespace idem

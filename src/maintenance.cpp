@@ -6,6 +6,7 @@
 #include "errors.hpp"
 #include "keystore.hpp"
 #include "message_maintenance.hpp"
+#include "session_binding.hpp"
 #include "stats.hpp"
 
 extern "C" {
@@ -64,10 +65,13 @@ uint64 purge_batch(SpiSession *session, Datum *params) {
 }  // namespace
 
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit) {
-  Datum params[2] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit)};
+  // The sweep also ends the keys of bound sessions that ended (session_binding.hpp).
+  Datum params[3] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit),
+                     statement == Statement::sweep_stale ? session_binding::live_tokens_array()
+                                                         : Datum(0)};
   if (statement == Statement::purge_expired) return purge_batch(session, params);
   if (is_message_purge(statement)) return run_message_purge_batch(session, statement, params);
-  return spi_run(session, statement, params, nullptr);
+  return spi_run(session, for_key_table(statement, key_table_has_binding()), params, nullptr);
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include "request_durations.hpp"
 #include "spi_session.hpp"
 #include "stats.hpp"
+#include "wait_slots.hpp"
 
 namespace idem {
 
@@ -96,7 +97,8 @@ void record_duration(const SpiSession *session, const OwnerWrite &write) {
                               DatumGetTimestampTz(write.params[owner_now]));
 }
 
-// done: the counter of a write that found its row.
+// done: the counter of a write that found its row. An outcome (not a
+// recovery point) wakes the key's waiters when the transaction commits.
 Datum run_owner_write(Statement statement, OwnerWrite *write, const char *not_owned_sqlstate,
                       const char *operation, stats::Counter done) {
   SpiSession session;
@@ -107,6 +109,10 @@ Datum run_owner_write(Statement statement, OwnerWrite *write, const char *not_ow
   if (statement != Statement::set_recovery_point) record_duration(&session, *write);
   spi_finish(&session);
   stats::count(done);
+  if (statement != Statement::set_recovery_point)
+    wait_slots::wake_at_commit(
+        wait_slots::stripe_of(DatumGetTextPP(write->params[owner_scope]),
+                              DatumGetTextPP(write->params[owner_key])));
   return (Datum)0;
 }
 
@@ -158,6 +164,24 @@ Datum set_recovery_point(FunctionCallInfo fcinfo) {
   write.params[owner_first_value] = PointerGetDatum(recovery_point);
   return run_owner_write(Statement::set_recovery_point, &write, sqlstate::checkpoint_not_owned,
                          "set_recovery_point", stats::Counter::recovery_points_set);
+}
+
+Datum extend_lock(FunctionCallInfo fcinfo) {
+  OwnerWrite write;
+  begin_owner_write(fcinfo, &write);
+  TimestampTz now = DatumGetTimestampTz(write.params[owner_now]);
+  require_positive_interval(fcinfo, 3, "extend_by", now, write.name,
+                            "Pass how much longer the lock must hold from now, such as "
+                            "'5 minutes'; extend_lock never shortens a lock.");
+  write.params[owner_first_value] = PG_GETARG_DATUM(3);
+  SpiSession session;
+  spi_connect(&session);
+  if (spi_run(&session, Statement::extend_lock, write.params, write.nulls) == 0)
+    explain_refusal(&session, write, sqlstate::lock_not_owned, "extend_lock");
+  bool isnull = true;
+  Datum locked_until = spi_copy_datum(&session, 0, 1, &isnull);
+  spi_finish(&session);
+  return locked_until;
 }
 
 }  // namespace idem

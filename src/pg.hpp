@@ -24,6 +24,7 @@ extern "C" {
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 }
 
 #include "compat.hpp"

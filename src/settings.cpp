@@ -4,7 +4,7 @@
 
 namespace idem {
 
-Settings settings = {300000, 86400};
+Settings settings = {300000, 86400, false};
 
 namespace {
 bool check_retention(int *value, void **, GucSource) {
@@ -27,6 +27,11 @@ void define_key_store_settings() {
       "Used when claim_idempotency_key is called with retention NULL; -1 keeps keys forever.",
       &settings.retention_s, 86400, -1, INT_MAX, PGC_USERSET, GUC_UNIT_S, check_retention,
       nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "idem.bind_lock_to_session", "Whether a claim's lock ends with the claiming session.",
+      "When on, a key whose owning session ended is stale at once. Do not use behind a "
+      "transaction-pooling connection pooler.",
+      &settings.bind_lock_to_session, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 }
 
 }  // namespace idem

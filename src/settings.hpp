@@ -6,6 +6,7 @@ namespace idem {
 struct Settings {
   int lock_timeout_ms;  // idem.lock_timeout
   int retention_s;      // idem.retention; -1: keys never expire
+  bool bind_lock_to_session;  // idem.bind_lock_to_session (session_binding.hpp)
 };
 
 extern Settings settings;

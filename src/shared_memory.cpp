@@ -2,7 +2,9 @@
 
 #include "guard.hpp"
 #include "request_durations.hpp"
+#include "session_binding.hpp"
 #include "stats.hpp"
+#include "wait_slots.hpp"
 #include "worker_status.hpp"
 
 extern "C" {
@@ -28,6 +30,8 @@ const Region regions[] = {
     {"idem counters", stats::shared_size, stats::attach_shared},
     {"idem worker status", worker_status_shared_size, attach_worker_status},
     {"idem request durations", request_durations::shared_size, request_durations::attach_shared},
+    {"idem wait slots", wait_slots::shared_size, wait_slots::attach_shared},
+    {"idem session registry", session_binding::shared_size, session_binding::attach_shared},
 };
 
 shmem_request_hook_type previous_request_hook = nullptr;

@@ -206,4 +206,8 @@ Datum claim_idempotency_key_once(FunctionCallInfo fcinfo) {
   return once_per_statement(fcinfo, claim_idempotency_key);
 }
 
+Datum claim_or_wait_once(FunctionCallInfo fcinfo) {
+  return once_per_statement(fcinfo, claim_or_wait);
+}
+
 }  // namespace idem

@@ -22,4 +22,7 @@ Datum once_per_statement(FunctionCallInfo fcinfo, Datum (*claim)(FunctionCallInf
 // claim_idempotency_key behind once_per_statement: the SQL entry point.
 Datum claim_idempotency_key_once(FunctionCallInfo fcinfo);
 
+// claim_or_wait behind once_per_statement: the SQL entry point.
+Datum claim_or_wait_once(FunctionCallInfo fcinfo);
+
 }  // namespace idem

@@ -4,20 +4,25 @@
 
 #include "errors.hpp"
 
+extern "C" {
+#include "catalog/namespace.h"
+}
+
 namespace idem {
 
 namespace {
 
 // The row a claim reports, in ClaimColumn order; $3 is the caller's hash and
-// $5 the claim's clock.
-#define CLAIM_ROW_COLUMNS                                                        \
+// $5 the claim's clock. BOUND is the bound_session column, or a NULL in its
+// place on a key table still at 1.0 (see key_table_has_binding).
+#define CLAIM_ROW_COLUMNS(BOUND)                                                 \
   "r.status::pg_catalog.text, "                                                  \
   "r.request_hash OPERATOR(pg_catalog.=) $3, "                                   \
   "r.locked_until OPERATOR(pg_catalog.<=) $5, "                                  \
   "r.expires_at OPERATOR(pg_catalog.<=) $5, "                                    \
   "r.fence, r.attempt_count, r.recovery_point, r.response_code, "                \
   "r.response_body, r.result_ref_type, r.result_ref_id, r.failure_code, "        \
-  "r.failure_message, r.locked_until, r.expires_at"
+  "r.failure_message, r.locked_until, r.expires_at, " BOUND
 
 #define TABLE "idem.idempotency_request"
 #define BY_KEY "r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2"
@@ -36,51 +41,70 @@ namespace {
   "r.failure_code OPERATOR(pg_catalog.=) 'abandoned'::pg_catalog.text AND "         \
   "r.expires_at OPERATOR(pg_catalog.>) $4))"
 
-const char *const observe_sql =
-    "SELECT false, " CLAIM_ROW_COLUMNS " FROM " TABLE " r WHERE " BY_KEY;
+// Each claim statement comes in two variants: for 1.1's key table, and for a
+// 1.0 table that ALTER EXTENSION idem UPDATE has not reached yet (no
+// bound_session column; $10 and $11 are then unused).
+#define BOUND_11 "r.bound_session"
+#define BOUND_10 "NULL::pg_catalog.int8"
+
+#define OBSERVE_SQL(BOUND) "SELECT false, " CLAIM_ROW_COLUMNS(BOUND) " FROM " TABLE " r WHERE " BY_KEY
 
 // Runs only after claim_observe found no row, so a replay never starts an
 // INSERT executor, draws no fence, takes no lock and no transaction id. A
 // concurrent claim that inserted first makes it return nothing (DO NOTHING,
 // after waiting for that claim to commit or roll back), and the claim looks
 // again.
-const char *const insert_sql =
-    "INSERT INTO " TABLE " AS r (scope, key, request_hash, status, "
-    "recovery_point, fence, attempt_count, claimed_by, claimed_at, locked_until, "
-    "created_at, updated_at, expires_at) "
-    "VALUES ($1, $2, $3, " STATUS("processing") ", 'started', " NEXT_FENCE ", 1, $4, $5, "
-    CLAIM_LOCKED_UNTIL ", $5, $5, " CLAIM_EXPIRES_AT ") "
-    "ON CONFLICT (scope, key) DO NOTHING "
-    "RETURNING true, " CLAIM_ROW_COLUMNS;
+#define INSERT_SQL(BOUND, BOUND_COLUMN, BOUND_VALUE)                                       \
+  "INSERT INTO " TABLE " AS r (scope, key, request_hash, status, "                         \
+  "recovery_point, fence, attempt_count, claimed_by, claimed_at, locked_until, "           \
+  "created_at, updated_at, expires_at" BOUND_COLUMN ") "                                    \
+  "VALUES ($1, $2, $3, " STATUS("processing") ", 'started', " NEXT_FENCE ", 1, $4, $5, "   \
+  CLAIM_LOCKED_UNTIL ", $5, $5, " CLAIM_EXPIRES_AT BOUND_VALUE ") "                         \
+  "ON CONFLICT (scope, key) DO NOTHING "                                                    \
+  "RETURNING true, " CLAIM_ROW_COLUMNS(BOUND)
 
 // Compare-and-swap on what the claim observed ($8 fence, $9 status): if
 // anyone changed the row since, nothing matches and the claim looks again.
-const char *const take_over_sql =
-    "UPDATE " TABLE " AS r SET status = " STATUS("processing") ", fence = " NEXT_FENCE
-    ", attempt_count = r.attempt_count OPERATOR(pg_catalog.+) 1, claimed_by = $4, "
-    "claimed_at = $5, locked_until = " CLAIM_LOCKED_UNTIL ", updated_at = $5, "
-    "finished_at = NULL, response_code = NULL, response_body = NULL, "
-    "expires_at = GREATEST(r.expires_at, " CLAIM_EXPIRES_AT ") "
-    "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $8 "
-    "AND r.status OPERATOR(pg_catalog.=) $9::idem.idempotency_status "
-    "AND r.request_hash OPERATOR(pg_catalog.=) $3 "
-    "AND (r.status OPERATOR(pg_catalog.=) " STATUS("failed_retryable")
-    " AND r.expires_at OPERATOR(pg_catalog.>) $5 "
-    "OR r.status OPERATOR(pg_catalog.=) " STATUS("processing")
-    " AND r.locked_until OPERATOR(pg_catalog.<=) $5) "
-    "RETURNING false, " CLAIM_ROW_COLUMNS;
+// A processing row is stale when its lock ran out, or when it is bound to
+// the session $11 the claim found dead (session_binding.hpp).
+#define TAKE_OVER_SQL(BOUND, SET_BOUND, BOUND_ENDED)                                       \
+  "UPDATE " TABLE " AS r SET status = " STATUS("processing") ", fence = " NEXT_FENCE        \
+  ", attempt_count = r.attempt_count OPERATOR(pg_catalog.+) 1, claimed_by = $4, "          \
+  "claimed_at = $5, locked_until = " CLAIM_LOCKED_UNTIL ", updated_at = $5, "              \
+  "finished_at = NULL, response_code = NULL, response_body = NULL, " SET_BOUND             \
+  "expires_at = GREATEST(r.expires_at, " CLAIM_EXPIRES_AT ") "                             \
+  "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $8 "                                \
+  "AND r.status OPERATOR(pg_catalog.=) $9::idem.idempotency_status "                       \
+  "AND r.request_hash OPERATOR(pg_catalog.=) $3 "                                          \
+  "AND (r.status OPERATOR(pg_catalog.=) " STATUS("failed_retryable")                       \
+  " AND r.expires_at OPERATOR(pg_catalog.>) $5 "                                           \
+  "OR r.status OPERATOR(pg_catalog.=) " STATUS("processing")                               \
+  " AND (r.locked_until OPERATOR(pg_catalog.<=) $5" BOUND_ENDED ")) "                      \
+  "RETURNING false, " CLAIM_ROW_COLUMNS(BOUND)
 
-const char *const regenerate_sql =
-    "UPDATE " TABLE " AS r SET request_hash = $3, status = " STATUS("processing")
-    ", recovery_point = 'started', fence = " NEXT_FENCE ", attempt_count = 1, "
-    "claimed_by = $4, claimed_at = $5, locked_until = " CLAIM_LOCKED_UNTIL ", "
-    "response_code = NULL, response_body = NULL, result_ref_type = NULL, "
-    "result_ref_id = NULL, failure_code = NULL, failure_message = NULL, "
-    "created_at = $5, updated_at = $5, finished_at = NULL, expires_at = " CLAIM_EXPIRES_AT
-    " WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $8 "
-    "AND r.status OPERATOR(pg_catalog.<>) " STATUS("processing")
-    " AND r.expires_at OPERATOR(pg_catalog.<=) $5 "
-    "RETURNING false, " CLAIM_ROW_COLUMNS;
+#define REGENERATE_SQL(BOUND, SET_BOUND)                                                   \
+  "UPDATE " TABLE " AS r SET request_hash = $3, status = " STATUS("processing")             \
+  ", recovery_point = 'started', fence = " NEXT_FENCE ", attempt_count = 1, "               \
+  "claimed_by = $4, claimed_at = $5, locked_until = " CLAIM_LOCKED_UNTIL ", "               \
+  "response_code = NULL, response_body = NULL, result_ref_type = NULL, "                    \
+  "result_ref_id = NULL, failure_code = NULL, failure_message = NULL, "                     \
+  "created_at = $5, updated_at = $5, finished_at = NULL, " SET_BOUND                        \
+  "expires_at = " CLAIM_EXPIRES_AT " WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $8 " \
+  "AND r.status OPERATOR(pg_catalog.<>) " STATUS("processing")                              \
+  " AND r.expires_at OPERATOR(pg_catalog.<=) $5 "                                           \
+  "RETURNING false, " CLAIM_ROW_COLUMNS(BOUND)
+
+#define SET_BOUND_11 "bound_session = $10, "
+#define BOUND_ENDED_11 " OR r.bound_session OPERATOR(pg_catalog.=) $11"
+
+const char *const observe_sql = OBSERVE_SQL(BOUND_11);
+const char *const insert_sql = INSERT_SQL(BOUND_11, ", bound_session", ", $10");
+const char *const take_over_sql = TAKE_OVER_SQL(BOUND_11, SET_BOUND_11, BOUND_ENDED_11);
+const char *const regenerate_sql = REGENERATE_SQL(BOUND_11, SET_BOUND_11);
+const char *const observe_10_sql = OBSERVE_SQL(BOUND_10);
+const char *const insert_10_sql = INSERT_SQL(BOUND_10, "", "");
+const char *const take_over_10_sql = TAKE_OVER_SQL(BOUND_10, "", "");
+const char *const regenerate_10_sql = REGENERATE_SQL(BOUND_10, "");
 
 // $1 scope, $2 key, $3 fence, $4 now, then the outcome.
 const char *const mark_succeeded_sql =
@@ -127,19 +151,24 @@ const char *const purge_candidates_sql =
     "ORDER BY d.expires_at LIMIT $2";
 
 // Fence and recovery point stay: the next claim resumes where the zombie was.
-const char *const sweep_stale_sql =
-    "WITH stale AS (SELECT s.ctid AS tid FROM " TABLE " s "
-    "WHERE s.status OPERATOR(pg_catalog.=) " STATUS("processing")
-    " AND s.locked_until OPERATOR(pg_catalog.<=) $1 "
-    "ORDER BY s.locked_until LIMIT $2 FOR UPDATE SKIP LOCKED) "
-    "UPDATE " TABLE " AS r SET "
-    "status = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "
-    STATUS("failed_final") " ELSE " STATUS("failed_retryable") " END, "
-    "failure_code = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "
-    "'expired' ELSE 'abandoned' END, "
-    "failure_message = 'the owner recorded no outcome before its lock expired', "
-    "locked_until = NULL, finished_at = $1, updated_at = $1 "
-    "WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT stale.tid FROM stale))";
+// A key bound to a session that is not among the live ones ($3) is stale too
+// (on a 1.0 key table, with no bindings, $3 is unused).
+#define SWEEP_STALE_SQL(BOUND_ENDED)                                                       \
+  "WITH stale AS (SELECT s.ctid AS tid FROM " TABLE " s "                                 \
+  "WHERE s.status OPERATOR(pg_catalog.=) " STATUS("processing")                           \
+  " AND (s.locked_until OPERATOR(pg_catalog.<=) $1" BOUND_ENDED ") "                      \
+  "ORDER BY s.locked_until LIMIT $2 FOR UPDATE SKIP LOCKED) "                             \
+  "UPDATE " TABLE " AS r SET "                                                            \
+  "status = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "                      \
+  STATUS("failed_final") " ELSE " STATUS("failed_retryable") " END, "                     \
+  "failure_code = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "                \
+  "'expired' ELSE 'abandoned' END, "                                                      \
+  "failure_message = 'the owner recorded no outcome before its lock expired', "           \
+  "locked_until = NULL, finished_at = $1, updated_at = $1 "                               \
+  "WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT stale.tid FROM stale))"
+const char *const sweep_stale_sql = SWEEP_STALE_SQL(
+    " OR s.bound_session IS NOT NULL AND s.bound_session OPERATOR(pg_catalog.<>) ALL ($3)");
+const char *const sweep_stale_10_sql = SWEEP_STALE_SQL("");
 
 // The operator's by-key tools return the whole row (a composite), then the
 // status and fence the server log reports.
@@ -173,8 +202,17 @@ const char *const force_expire_key_sql =
     "RETURNING r, r.status::pg_catalog.text, r.fence";
 #undef WHEN_PROCESSING
 
+// $5 extend_by. Never earlier than the lock already runs; an owner's key the
+// sweeper declared abandoned (and nobody claimed since) is processing again.
+const char *const extend_lock_sql =
+    "UPDATE " TABLE " AS r SET status = " STATUS("processing") ", "
+    "locked_until = GREATEST(r.locked_until, $4 OPERATOR(pg_catalog.+) $5), "
+    "failure_code = NULL, failure_message = NULL, finished_at = NULL, updated_at = $4 "
+    "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $3 AND " OWNED_AT_4 " "
+    "RETURNING r.locked_until";
 
-constexpr int max_params = 9;
+
+constexpr int max_params = 11;
 
 struct StatementSpec {
   const char *sql;
@@ -183,19 +221,23 @@ struct StatementSpec {
   int expected_result;  // SPI_OK_* code
 };
 
+#define CLAIM_PARAM_TYPES                                                                 \
+  {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, \
+   TEXTOID, INT8OID, INT8OID}
+
 const StatementSpec specs[] = {
     // claim_* share one parameter list (ClaimParam)
     {insert_sql, claim_param_count,
-     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     CLAIM_PARAM_TYPES,
      SPI_OK_INSERT_RETURNING},
     {observe_sql, claim_param_count,
-     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     CLAIM_PARAM_TYPES,
      SPI_OK_SELECT},
     {take_over_sql, claim_param_count,
-     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     CLAIM_PARAM_TYPES,
      SPI_OK_UPDATE_RETURNING},
     {regenerate_sql, claim_param_count,
-     {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, TEXTOID},
+     CLAIM_PARAM_TYPES,
      SPI_OK_UPDATE_RETURNING},
     {mark_succeeded_sql, 8,
      {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, INT4OID, JSONBOID, TEXTOID, TEXTOID},
@@ -208,7 +250,7 @@ const StatementSpec specs[] = {
     {owner_fence_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {purge_expired_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE},
     {purge_candidates_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
-    {sweep_stale_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_UPDATE},
+    {sweep_stale_sql, 3, {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID}, SPI_OK_UPDATE},
     {lookup_key_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {evict_key_sql, 3, {TEXTOID, TEXTOID, BOOLOID}, SPI_OK_DELETE_RETURNING},
     {force_expire_key_sql, 4, {TEXTOID, TEXTOID, BOOLOID, TIMESTAMPTZOID},
@@ -216,10 +258,19 @@ const StatementSpec specs[] = {
     // inbox: $1 (the batch's time) is unused, the SQL functions read their own.
     {"SELECT idem.purge_consumed($2)", 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
     {"SELECT idem.purge_published($2)", 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
+    {extend_lock_sql, 5, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, INTERVALOID},
+     SPI_OK_UPDATE_RETURNING},
+    // the same, for a key table still at 1.0
+    {insert_10_sql, claim_param_count, CLAIM_PARAM_TYPES, SPI_OK_INSERT_RETURNING},
+    {observe_10_sql, claim_param_count, CLAIM_PARAM_TYPES, SPI_OK_SELECT},
+    {take_over_10_sql, claim_param_count, CLAIM_PARAM_TYPES, SPI_OK_UPDATE_RETURNING},
+    {regenerate_10_sql, claim_param_count, CLAIM_PARAM_TYPES, SPI_OK_UPDATE_RETURNING},
+    {sweep_stale_10_sql, 3, {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID}, SPI_OK_UPDATE},
 };
+#undef CLAIM_PARAM_TYPES
 
 constexpr int statement_count = sizeof specs / sizeof specs[0];
-static_assert(statement_count == static_cast<int>(Statement::purge_published) + 1,
+static_assert(statement_count == static_cast<int>(Statement::sweep_stale_10) + 1,
               "one spec per Statement");
 
 // Kept plans live for the backend's life; Postgres replans them by name
@@ -246,6 +297,24 @@ void throw_spi_failure(const char *what, int code) {
   throw Error(sqlstate::internal, std::string("idem: ") + what + " failed",
               std::string("SPI result: ") + code_name,
               "This is a bug in idem; please report it.");
+}
+
+bool key_table_has_binding() {
+  Oid schema = get_namespace_oid("idem", true);
+  Oid table = OidIsValid(schema) ? get_relname_relid("idempotency_request", schema) : InvalidOid;
+  return OidIsValid(table) && get_attnum(table, "bound_session") != InvalidAttrNumber;
+}
+
+Statement for_key_table(Statement statement, bool has_binding) {
+  if (has_binding) return statement;
+  switch (statement) {
+    case Statement::claim_insert: return Statement::claim_insert_10;
+    case Statement::claim_observe: return Statement::claim_observe_10;
+    case Statement::claim_take_over: return Statement::claim_take_over_10;
+    case Statement::claim_regenerate: return Statement::claim_regenerate_10;
+    case Statement::sweep_stale: return Statement::sweep_stale_10;
+    default: return statement;
+  }
 }
 
 KeptStatement kept_statement(Statement statement) {

@@ -24,6 +24,15 @@ enum class Statement {
   force_expire_key,
   purge_consumed,    // inbox (message_maintenance.cpp): one batch of idem.purge_consumed
   purge_published,   // and of idem.purge_published
+  extend_lock,       // an owner's longer lease (outcome.cpp)
+  // The claim statements and the sweep for a key table still at 1.0 (no
+  // bound_session column): the library is installed before ALTER EXTENSION
+  // idem UPDATE runs, and claims must work in between.
+  claim_insert_10,
+  claim_observe_10,
+  claim_take_over_10,
+  claim_regenerate_10,
+  sweep_stale_10,
 };
 
 // Columns of the claim statements' result rows.
@@ -44,6 +53,7 @@ enum ClaimColumn {
   col_failure_message,
   col_locked_until,
   col_expires_at,  // last column copied into idem.claim
+  col_bound_session,  // the session the owner bound the key to, or NULL
 };
 
 // Parameters shared by the claim statements.
@@ -57,8 +67,15 @@ enum ClaimParam {
   claim_retention,  // NULL: never expires
   claim_seen_fence,
   claim_seen_status,
+  claim_bound_session,  // this session's token when idem.bind_lock_to_session is on
+  claim_dead_session,   // the dead session the observed row was bound to, or NULL
   claim_param_count,
 };
+
+// Whether idem.idempotency_request has 1.1's bound_session column (three
+// catalog cache lookups), and the variant of a statement for that table.
+bool key_table_has_binding();
+Statement for_key_table(Statement statement, bool has_binding);
 
 // A statement's kept plan and the SPI_OK_* code its execution must return.
 struct KeptStatement {

@@ -37,12 +37,19 @@ enum class Counter {
   rows_swept,
   rows_purged,
   worker_rounds,
+  // idem.claim_or_wait and idem.bind_lock_to_session (lease branch)
+  waits_started,            // calls that found the key in flight and waited
+  waits_answered,           // waits that ended with an answer other than processing_active
+  waits_timed_out,          // waits that ran out of max_wait
+  wait_time_us,             // total time spent waiting (mean = this / ended waits)
+  polling_fallbacks,        // waits that polled (no preload, hot standby)
+  session_bound_takeovers,  // stale takeovers of a key whose bound session ended
 };
 // The columns after the claim kinds follow them without a gap.
 static_assert(static_cast<int>(Counter::request_mismatches) ==
                   static_cast<int>(ClaimKind::final_failure) + 1,
               "idem.stats columns: the claim kinds come first, in ClaimKind order");
-inline constexpr int counter_count = static_cast<int>(Counter::worker_rounds) + 1;
+inline constexpr int counter_count = static_cast<int>(Counter::session_bound_takeovers) + 1;
 
 // Databases with a row of their own; events of any further database are
 // counted together in one overflow row (datid NULL in idem.stats). A row of a
