@@ -46,7 +46,7 @@ sub storm_key {
 # the database "proof", idem and the effects table.
 sub start_node {
 	my ($name, %opt) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $node = PostgreSQL::Test::Cluster->new($name, $opt{port} ? (port => $opt{port}) : ());
 	$node->init;
 	my $fsync = $opt{fsync} ? 'on' : 'off';
 	$node->append_conf('postgresql.conf', <<"CONF");
@@ -155,11 +155,16 @@ use DBI;
 use IO::Handle;
 use Time::HiRes ();
 
-# new(node, id, log_dir, lock_ms => 500, scope => 'storm')
+# new(node, id, log_dir, lock_ms => 500, scope => 'storm'); dsn => '...'
+# replaces the node's (a PL/Proxy database, a pooler: test/cluster), and
+# effect_call => 'SELECT f($1, $2, $3, $4, $5)' makes the effect and
+# mark_succeeded one call (scope, key, fence, client, body) that commits on
+# its own, for a proxy that cannot hold a transaction open across calls.
 sub new {
 	my ($class, $node, $id, $log_dir, %opt) = @_;
 	my $c = bless {
-		dsn     => IdemProof::dsn_of($node),
+		dsn     => $opt{dsn} // IdemProof::dsn_of($node),
+		effect_call => $opt{effect_call},
 		id      => $id,
 		lock_ms => $opt{lock_ms} // 500,
 		scope   => $opt{scope} // 'storm',
@@ -328,6 +333,7 @@ sub refused {
 # is acknowledged only once COMMIT returned.
 sub effect_and_succeed {
 	my ($c, $key, $fence, $stall) = @_;
+	return $c->effect_and_succeed_in_one_call($key, $fence) if $c->{effect_call};
 	my $dbh = $c->{dbh};
 	my $body = $c->body_of($key, $fence);
 	$dbh->begin_work or return $c->lost_or_refused($key, $fence);
@@ -353,6 +359,19 @@ sub effect_and_succeed {
 	}
 	$c->count('effects_committed');
 	$c->log_event('S', $key, $fence, $effect, $sent, $body);
+	$c->log_event('A', $key, $body);
+	return $body;
+}
+
+# The same through effect_call: acknowledged once the call returned.
+sub effect_and_succeed_in_one_call {
+	my ($c, $key, $fence) = @_;
+	my $body = $c->body_of($key, $fence);
+	my $sent = IdemProof::now();
+	my ($row, $err) = $c->run($c->{effect_call}, $c->{scope}, $key, $fence, $c->{id}, $body);
+	if ($err) { $c->refused($key, $fence, $err); return undef; }
+	$c->count('effects_committed');
+	$c->log_event('S', $key, $fence, $row->[0], $sent, $body);
 	$c->log_event('A', $key, $body);
 	return $body;
 }
