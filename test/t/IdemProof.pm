@@ -47,7 +47,7 @@ sub storm_key {
 sub start_node {
 	my ($name, %opt) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name, $opt{port} ? (port => $opt{port}) : ());
-	$node->init;
+	$node->init($opt{allows_streaming} ? (allows_streaming => 1) : ());
 	my $fsync = $opt{fsync} ? 'on' : 'off';
 	$node->append_conf('postgresql.conf', <<"CONF");
 shared_preload_libraries = 'idem'
