@@ -10,7 +10,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin, "$FindBin::RealBin/../t";
-use IdemProof qw(now run_clients read_logs total_stats storm_key);
+use IdemProof qw(now run_clients read_logs total_stats storm_client);
 use IdemCluster qw(port_of start_shards start_proxy proxy_dsn);
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -36,21 +36,8 @@ my $failed = run_clients($clients, sub {
 	srand(1000 + $id);
 	my $c = IdemProof::Client->new(undef, $id, $dir, lock_ms => 500, scope => 'storm',
 		dsn => $dsn, effect_call => $effect_call);
-	Time::HiRes::sleep($t0 - now()) if $t0 > now();
-	my $requests = 0;
-	while (now() < $t0 + $duration) {
-		my ($index, $hot) = storm_key($keys, $window, $t0, $sweep_end);
-		$c->{chaos} = $hot ? $chaos : 0;
-		$c->request(sprintf('k%04d', $index));
-		$requests++;
-	}
-	$c->{chaos} = 0;
-	for (my $index = $id; $index < $keys; $index += $clients) {
-		$c->request(sprintf('k%04d', $index));
-		$requests++;
-	}
-	$c->count('requests', $requests);
-	$c->finish;
+	storm_client($c, t0 => $t0, duration => $duration, sweep_end => $sweep_end, keys => $keys,
+		window => $window, chaos => $chaos, clients => $clients);
 });
 is($failed, 0, 'every client got an answer to every request through the proxy');
 

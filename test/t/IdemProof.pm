@@ -25,7 +25,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Exporter 'import';
 
-our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key);
+our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
+  storm_client check_storm);
 
 sub now { return Time::HiRes::time(); }
 
@@ -40,6 +41,63 @@ sub storm_key {
 	$index = 0 if $index < 0;
 	$index = $keys - 1 if $index >= $keys;
 	return ($index, 1);
+}
+
+# One storm client's run (101_twin_storm.pl; test/cluster): hot keys until
+# $o{t0} + $o{duration}, chaos on hot picks, then a last pass over its share
+# of the keys (index = id mod clients) so every key is asked for after it.
+sub storm_client {
+	my ($c, %o) = @_;
+	Time::HiRes::sleep($o{t0} - now()) if $o{t0} > now();
+	my $requests = 0;
+	while (now() < $o{t0} + $o{duration}) {
+		my ($index, $hot) = storm_key($o{keys}, $o{window}, $o{t0}, $o{sweep_end});
+		$c->{chaos} = $hot ? $o{chaos} : 0;
+		$c->request(sprintf('k%04d', $index));
+		$requests++;
+	}
+	$c->{chaos} = 0;
+	for (my $index = $c->{id}; $index < $o{keys}; $index += $o{clients}) {
+		$c->request(sprintf('k%04d', $index));
+		$requests++;
+	}
+	$c->count('requests', $requests);
+	$c->finish;
+}
+
+# The storm's verdict on one database: exactly one effect per key, the
+# effect the stored outcome names, every answer the stored response, no
+# key acknowledged twice. Runs Test::More assertions; returns the counts.
+sub check_storm {
+	my ($dbh, $events, $keys, $scope) = @_;
+	my ($rows, $succeeded) = $dbh->selectrow_array(
+		q{SELECT count(*), count(*) FILTER (WHERE status = 'succeeded')
+		    FROM idem.idempotency_request WHERE scope = $1}, undef, $scope);
+	Test::More::is($rows,      $keys, "$keys keys exist");
+	Test::More::is($succeeded, $keys, 'every key succeeded');
+	my ($effects, $keys_with_effects, $doubled) = $dbh->selectrow_array(
+		q{SELECT count(*), count(DISTINCT key),
+		         (SELECT count(*) FROM (SELECT key FROM effects GROUP BY key HAVING count(*) > 1) d)
+		    FROM effects});
+	Test::More::is($effects, $keys, 'exactly one effect per key in total');
+	Test::More::is($doubled, 0,     'no key has two effects');
+	my ($matching) = $dbh->selectrow_array(
+		q{SELECT count(*) FROM effects e JOIN idem.idempotency_request r
+		     ON r.scope = e.scope AND r.key = e.key
+		  WHERE r.fence = e.fence AND r.result_ref_id = e.id::text});
+	Test::More::is($matching, $keys, "each key's effect is the one its stored outcome names");
+	my %stored = @{ $dbh->selectcol_arrayref(
+		q{SELECT key, response_body::text FROM idem.idempotency_request WHERE scope = $1},
+		{ Columns => [ 1, 2 ] }, $scope) };
+	my $wrong = grep { ($stored{ $_->[0] } // '') ne $_->[1] } @{ $events->{A} };
+	my %answered = map { $_->[0] => 1 } @{ $events->{A} };
+	Test::More::is($wrong, 0, 'every answer equals the stored response');
+	Test::More::is(scalar(keys %answered), $keys, 'every key was answered');
+	my %acked;
+	$acked{ $_->[0] }++ for @{ $events->{S} };
+	Test::More::is(scalar(grep { $_ > 1 } values %acked), 0, 'no key was acknowledged as succeeded twice');
+	return { effects => $effects, keys_with_effects => $keys_with_effects, doubled => $doubled,
+		succeeded => $succeeded, wrong => $wrong };
 }
 
 # A cluster of its own (fsync as asked: the crash run tests durability) with
