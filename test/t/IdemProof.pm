@@ -46,11 +46,12 @@ sub storm_key {
 # One storm client's run (101_twin_storm.pl; test/cluster): hot keys until
 # $o{t0} + $o{duration}, chaos on hot picks, then a last pass over its share
 # of the keys (index = id mod clients) so every key is asked for after it.
+# With stop_file, the hot phase also ends as soon as that file exists.
 sub storm_client {
 	my ($c, %o) = @_;
 	Time::HiRes::sleep($o{t0} - now()) if $o{t0} > now();
 	my $requests = 0;
-	while (now() < $o{t0} + $o{duration}) {
+	while (now() < $o{t0} + $o{duration} && !($o{stop_file} && -e $o{stop_file})) {
 		my ($index, $hot) = storm_key($o{keys}, $o{window}, $o{t0}, $o{sweep_end});
 		$c->{chaos} = $hot ? $o{chaos} : 0;
 		$c->request(sprintf('k%04d', $index));
@@ -100,6 +101,22 @@ sub check_storm {
 		succeeded => $succeeded, wrong => $wrong };
 }
 
+# idem and the effects table, in database "proof".
+sub proof_schema_sql {
+	return <<'SQL';
+CREATE EXTENSION idem;
+-- The side effect a request performs. No UNIQUE constraint on purpose: a
+-- duplicate must show up in the counts, not be refused by the table.
+CREATE TABLE effects (
+    id     bigserial PRIMARY KEY,
+    scope  text NOT NULL,
+    key    text NOT NULL,
+    fence  bigint NOT NULL,
+    client int NOT NULL,
+    at     timestamptz NOT NULL DEFAULT clock_timestamp());
+SQL
+}
+
 # A cluster of its own (fsync as asked: the crash run tests durability) with
 # the database "proof", idem and the effects table.
 sub start_node {
@@ -116,18 +133,7 @@ restart_after_crash = on
 CONF
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE DATABASE proof');
-	$node->safe_psql('proof', <<'SQL');
-CREATE EXTENSION idem;
--- The side effect a request performs. No UNIQUE constraint on purpose: a
--- duplicate must show up in the counts, not be refused by the table.
-CREATE TABLE effects (
-    id     bigserial PRIMARY KEY,
-    scope  text NOT NULL,
-    key    text NOT NULL,
-    fence  bigint NOT NULL,
-    client int NOT NULL,
-    at     timestamptz NOT NULL DEFAULT clock_timestamp());
-SQL
+	$node->safe_psql('proof', proof_schema_sql());
 	return $node;
 }
 
