@@ -8,7 +8,8 @@ HOST_PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
 PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-pgtap
   libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3
-  libdbd-pg-perl)
+  libdbd-pg-perl
+  patroni python3-etcd etcd-server pgbouncer postgresql-$PG_MAJOR-plproxy)  # test/cluster
 
 say() { printf '==> %s\n' "$*"; }
 
