@@ -48,8 +48,8 @@ sub start_shards {
 }
 
 sub shard_conninfo {
-	my ($node) = @_;
-	return 'dbname=proof host=' . $node->host . ' port=' . $node->port;
+	my ($node, $db) = @_;
+	return 'dbname=' . ($db // 'proof') . ' host=' . $node->host . ' port=' . $node->port;
 }
 
 # The proxy cluster on port_of($n), database "proxy": examples/sharding/proxy.sql
@@ -63,7 +63,7 @@ sub start_proxy {
 	$proxy->safe_psql('postgres', 'CREATE DATABASE proxy');
 	my $tree = $ENV{IDEM_TREE} // "$FindBin::RealBin/../..";
 	$proxy->safe_psql('proxy', PostgreSQL::Test::Utils::slurp_file("$tree/examples/sharding/proxy.sql"));
-	set_partitions($proxy, @partitions);
+	set_partitions($proxy, 'proof', @partitions);
 	$proxy->safe_psql('proxy', <<'SQL');
 CREATE FUNCTION proof_effect_and_succeed(scope text, key text, fence bigint, client int, body jsonb)
 RETURNS bigint LANGUAGE plproxy AS $$
@@ -74,10 +74,11 @@ SQL
 	return $proxy;
 }
 
-# (Re)defines the partitions of the server idem_shards: one node each.
+# (Re)defines the partitions of the server idem_shards: database $db of
+# one node each.
 sub set_partitions {
-	my ($proxy, @partitions) = @_;
-	my $options = join ', ', map { "p$_ '" . shard_conninfo($partitions[$_]) . "'" } 0 .. $#partitions;
+	my ($proxy, $db, @partitions) = @_;
+	my $options = join ', ', map { "p$_ '" . shard_conninfo($partitions[$_], $db) . "'" } 0 .. $#partitions;
 	$proxy->safe_psql('proxy', <<"SQL");
 DROP SERVER IF EXISTS idem_shards CASCADE;
 CREATE SERVER idem_shards FOREIGN DATA WRAPPER plproxy OPTIONS (connection_lifetime '1800', $options);

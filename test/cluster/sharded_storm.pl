@@ -121,7 +121,7 @@ for my $table ('idem.idempotency_request', 'effects') {
 }
 my $last_fence = $shards[0]->safe_psql('proof', 'SELECT last_value FROM idem.fence_seq');
 $shard4->safe_psql('proof', "SELECT setval('idem.fence_seq', $last_fence)");
-IdemCluster::set_partitions($proxy, @shards, $shard4, @shards[ 1 .. 3 ]);
+IdemCluster::set_partitions($proxy, 'proof', @shards, $shard4, @shards[ 1 .. 3 ]);
 $shards[0]->safe_psql('proof', "DELETE FROM idem.idempotency_request WHERE $moving_rows; DELETE FROM effects WHERE $moving_rows");
 
 my %after;
