@@ -26,7 +26,7 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 
 our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
-  storm_client check_storm);
+  storm_client check_storm read_rows_and_effects check_acknowledged);
 
 sub now { return Time::HiRes::time(); }
 
@@ -115,6 +115,67 @@ CREATE TABLE effects (
     client int NOT NULL,
     at     timestamptz NOT NULL DEFAULT clock_timestamp());
 SQL
+}
+
+# The keys of $scope and the effects in one database, added to the hashes
+# given (so a sharded run reads every shard into the same ones): row by key,
+# effect by "key id" (ids are per database), effects count by key.
+sub read_rows_and_effects {
+	my ($dbh, $scope, $row, $effect, $effects_of) = @_;
+	($row, $effect, $effects_of) = ($row // {}, $effect // {}, $effects_of // {});
+	my $sth = $dbh->prepare(q{SELECT key, fence, status::text, recovery_point, response_body::text,
+	                                 result_ref_id FROM idem.idempotency_request WHERE scope = $1});
+	$sth->execute($scope);
+	while (my $r = $sth->fetchrow_hashref) { $row->{ $r->{key} } = $r; }
+	$sth = $dbh->prepare(q{SELECT id, key, fence FROM effects WHERE scope = $1});
+	$sth->execute($scope);
+	while (my $e = $sth->fetchrow_hashref) { $effect->{"$e->{key} $e->{id}"} = $e; $effects_of->{ $e->{key} }++; }
+	return ($row, $effect, $effects_of);
+}
+
+# The crash run's verdict (103_crash.pl; test/cluster/sharded_crash.pl) on
+# what read_rows_and_effects read: every acknowledged outcome, claim and
+# checkpoint is there as acknowledged, no fence issued twice, one effect per
+# key, every answer the stored one. Runs Test::More assertions. Fences are
+# unique per database: shard_of => sub { key -> shard } tells which.
+sub check_acknowledged {
+	my ($row, $effect, $effects_of, $events, $keys, %opt) = @_;
+	my (%acked_success, @lost_outcomes);
+	for my $s (@{ $events->{S} }) {
+		my ($key, $fence, $effect_id, undef, $body) = @$s;
+		$acked_success{$key}++;
+		my $r = $row->{$key};
+		my $e = $effect->{"$key $effect_id"};
+		push @lost_outcomes, "$key/$fence"
+		  unless $r && $r->{status} eq 'succeeded' && $r->{fence} == $fence
+		  && $r->{response_body} eq $body && $r->{result_ref_id} eq $effect_id
+		  && $e && $e->{fence} == $fence;
+	}
+	Test::More::is(scalar(@lost_outcomes), 0, 'every acknowledged outcome survived exactly as acknowledged');
+	Test::More::diag("lost or changed outcome: $_") for @lost_outcomes[0 .. ($#lost_outcomes < 9 ? $#lost_outcomes : 9)];
+	Test::More::is(scalar(grep { $_ > 1 } values %acked_success), 0, 'no key was acknowledged as succeeded twice');
+	# Acknowledged claims: their fences were never issued again, and the row
+	# has that fence or a newer one.
+	my (%fence_seen, $reissued, $behind, $max_fence);
+	for my $cl (@{ $events->{C} }) {
+		my ($key, $fence) = @$cl;
+		my $database = $opt{shard_of} ? $opt{shard_of}->($key) : 0;
+		$reissued++ if $fence_seen{"$database $fence"}++;
+		$behind++ unless $row->{$key} && $row->{$key}{fence} >= $fence;
+		$max_fence = $fence if $fence > ($max_fence // 0);
+	}
+	Test::More::is($reissued // 0, 0, 'no acknowledged fence was ever issued twice');
+	Test::More::is($behind // 0, 0, 'every acknowledged claim is present (the row holds its fence or a newer one)');
+	my $checkpoints_lost = grep { my $r = $row->{ $_->[0] };
+		!$r || ($r->{recovery_point} ne 'validated' && $r->{recovery_point} ne 'finished') } @{ $events->{R} };
+	Test::More::is($checkpoints_lost, 0, 'every acknowledged checkpoint survived');
+	my $effects = scalar(keys %$effect);
+	Test::More::is($effects, $keys, 'one effect per key in total');
+	Test::More::is(scalar(grep { $_ > 1 } values %$effects_of), 0, 'no effect duplicated');
+	my $wrong = grep { ($row->{ $_->[0] }{response_body} // '') ne $_->[1] } @{ $events->{A} };
+	Test::More::is($wrong, 0, 'every answer a client got equals the stored response');
+	return { lost_outcomes => \@lost_outcomes, reissued => $reissued // 0, max_fence => $max_fence // 0,
+		effects => $effects, wrong => $wrong };
 }
 
 # A cluster of its own (fsync as asked: the crash run tests durability) with
