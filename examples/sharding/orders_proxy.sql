@@ -7,57 +7,18 @@
 -- + final mark) is the one call shop.stage_receipt_and_finish.
 CREATE SCHEMA shop;
 
-CREATE FUNCTION shop.claim_order_request(scope text, key text, request jsonb, lock_timeout interval)
-RETURNS idem.claim
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
-
-CREATE FUNCTION shop.create_order(scope text, key text, fence bigint, request jsonb)
-RETURNS bigint
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
-
--- The charge at the provider: the shard calls it (dblink), as unsharded.
-CREATE FUNCTION shop.charge_order(
-    scope text, key text,
-    OUT order_id bigint, OUT provider_key text,
-    OUT status_code integer, OUT body jsonb, OUT provider_claim text)
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
-
-CREATE FUNCTION shop.record_charge(scope text, key text, fence bigint, charge_id text)
-RETURNS void
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
-
-CREATE FUNCTION shop.record_payment_failure(
-    scope text, key text, fence bigint, provider_body jsonb,
-    OUT status_code integer, OUT body jsonb)
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
-
-CREATE FUNCTION shop.record_provider_unavailable(
-    scope text, key text, fence bigint, detail text,
-    OUT status_code integer, OUT body jsonb)
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
-
-CREATE FUNCTION shop.stage_receipt_and_finish(
-    scope text, key text, fence bigint,
-    OUT status_code integer, OUT body jsonb)
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
+SELECT idem.route_by_key(signature) FROM (VALUES
+    ('shop.claim_order_request(scope text, key text, request jsonb, lock_timeout interval)
+        RETURNS idem.claim'),
+    ('shop.create_order(scope text, key text, fence bigint, request jsonb) RETURNS bigint'),
+    -- The charge at the provider: the shard calls it (dblink), as unsharded.
+    ('shop.charge_order(scope text, key text, OUT order_id bigint, OUT provider_key text,
+        OUT status_code integer, OUT body jsonb, OUT provider_claim text)'),
+    ('shop.record_charge(scope text, key text, fence bigint, charge_id text) RETURNS void'),
+    ('shop.record_payment_failure(scope text, key text, fence bigint, provider_body jsonb,
+        OUT status_code integer, OUT body jsonb)'),
+    ('shop.record_provider_unavailable(scope text, key text, fence bigint, detail text,
+        OUT status_code integer, OUT body jsonb)'),
+    ('shop.stage_receipt_and_finish(scope text, key text, fence bigint,
+        OUT status_code integer, OUT body jsonb)')
+) AS routed (signature);

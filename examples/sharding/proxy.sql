@@ -45,63 +45,35 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pg_catalog.hashtext(scope OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) key) $$;
 
-CREATE FUNCTION idem.claim_idempotency_key(
-    scope text, key text, request_hash text,
-    claimed_by text DEFAULT NULL,
-    lock_timeout interval DEFAULT NULL,
-    retention interval DEFAULT NULL)
-RETURNS idem.claim
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
-
-CREATE FUNCTION idem.claim_or_wait(
-    scope text, key text, request_hash text, max_wait interval,
-    claimed_by text DEFAULT NULL,
-    lock_timeout interval DEFAULT NULL,
-    retention interval DEFAULT NULL)
-RETURNS idem.claim
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
-
-CREATE FUNCTION idem.mark_succeeded(
-    scope text, key text, fence bigint, response_code integer,
-    response_body jsonb DEFAULT NULL,
-    result_ref_type text DEFAULT NULL,
-    result_ref_id text DEFAULT NULL)
+-- Makes a function of this database that runs the function of the same
+-- name, arguments and result on the shard of its (scope, key): the routing
+-- of idem's calls below, and of the application's own (orders_proxy.sql).
+-- The signature must name its arguments scope and key.
+CREATE FUNCTION idem.route_by_key(signature text)
 RETURNS void
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE pg_catalog.format('CREATE FUNCTION %s LANGUAGE plproxy AS %L', signature,
+        E'CLUSTER ''idem_shards'';\nRUN ON idem.shard_hash(scope, key);');
+END $$;
 
-CREATE FUNCTION idem.mark_failed(
-    scope text, key text, fence bigint, retryable boolean,
-    failure_code text,
-    failure_message text DEFAULT NULL,
-    response_code integer DEFAULT NULL,
-    response_body jsonb DEFAULT NULL)
-RETURNS void
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
-
-CREATE FUNCTION idem.extend_lock(scope text, key text, fence bigint, extend_by interval)
-RETURNS timestamptz
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
-
--- A phase's checkpoint stands alone too (it commits on the key's shard).
-CREATE FUNCTION idem.set_recovery_point(
-    scope text, key text, fence bigint, recovery_point text)
-RETURNS void
-LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
+-- idem's calls that stand alone, as the shards declare them.
+SELECT idem.route_by_key(signature) FROM (VALUES
+    ('idem.claim_idempotency_key(scope text, key text, request_hash text,
+        claimed_by text DEFAULT NULL, lock_timeout interval DEFAULT NULL,
+        retention interval DEFAULT NULL) RETURNS idem.claim'),
+    ('idem.claim_or_wait(scope text, key text, request_hash text, max_wait interval,
+        claimed_by text DEFAULT NULL, lock_timeout interval DEFAULT NULL,
+        retention interval DEFAULT NULL) RETURNS idem.claim'),
+    ('idem.mark_succeeded(scope text, key text, fence bigint, response_code integer,
+        response_body jsonb DEFAULT NULL, result_ref_type text DEFAULT NULL,
+        result_ref_id text DEFAULT NULL) RETURNS void'),
+    ('idem.mark_failed(scope text, key text, fence bigint, retryable boolean,
+        failure_code text, failure_message text DEFAULT NULL,
+        response_code integer DEFAULT NULL, response_body jsonb DEFAULT NULL) RETURNS void'),
+    ('idem.extend_lock(scope text, key text, fence bigint, extend_by interval) RETURNS timestamptz'),
+    -- A phase's checkpoint stands alone too (it commits on the key's shard).
+    ('idem.set_recovery_point(scope text, key text, fence bigint, recovery_point text) RETURNS void')
+) AS routed (signature);

@@ -64,13 +64,8 @@ sub start_proxy {
 	my $tree = $ENV{IDEM_TREE} // "$FindBin::RealBin/../..";
 	$proxy->safe_psql('proxy', PostgreSQL::Test::Utils::slurp_file("$tree/examples/sharding/proxy.sql"));
 	set_partitions($proxy, 'proof', @partitions);
-	$proxy->safe_psql('proxy', <<'SQL');
-CREATE FUNCTION proof_effect_and_succeed(scope text, key text, fence bigint, client int, body jsonb)
-RETURNS bigint LANGUAGE plproxy AS $$
-    CLUSTER 'idem_shards';
-    RUN ON idem.shard_hash(scope, key);
-$$;
-SQL
+	$proxy->safe_psql('proxy', q{SELECT idem.route_by_key('public.proof_effect_and_succeed(scope text, key text,
+		fence bigint, client int, body jsonb) RETURNS bigint')});
 	return $proxy;
 }
 
