@@ -69,6 +69,22 @@ note("pgbouncer storm: $clients clients over $pool_size server connections, $key
 	  . "$stats->{requests} requests; effects $verdict->{effects}; duplicates $verdict->{doubled}; "
 	  . 'takeovers ' . ($stats->{claim_processing_stale} // 0));
 
+# Why idem.bind_lock_to_session is unsafe behind this pooler: the key is
+# bound to PgBouncer's server connection, which the client's exit does not
+# end, so the key is not stale when its client is gone (README.md).
+my $pooled = DBI->connect($dsn, 'postgres', '', { RaiseError => 1, AutoCommit => 1 });
+$pooled->begin_work;    # one transaction: one server connection
+$pooled->do('SET LOCAL idem.bind_lock_to_session = on');
+$pooled->selectrow_array(q{SELECT kind FROM idem.claim_idempotency_key('pooled', 'bound', 'h', 'gone', '1 hour')});
+$pooled->commit;
+$pooled->disconnect;
+my $direct = connect_or_die($node);
+my ($bound) = $direct->selectrow_array(
+	q{SELECT bound_session IS NOT NULL FROM idem.idempotency_request WHERE scope = 'pooled' AND key = 'bound'});
+ok($bound, 'a claim through the pooler bound its key to a session');
+my ($kind) = $direct->selectrow_array(q{SELECT kind FROM idem.claim_idempotency_key('pooled', 'bound', 'h')});
+is($kind, 'processing_active', 'the client is gone but the key is not stale: its session is the pooler\'s (hence: unsafe there)');
+
 $bouncer->kill_kill;
 $node->stop;
 done_testing();
