@@ -1,6 +1,6 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(69);
+SELECT plan(80);
 
 SELECT has_schema('idem');
 SELECT has_extension('idem');
@@ -42,7 +42,8 @@ SELECT columns_are('idem', 'idempotency_request', ARRAY[
   'scope', 'key', 'request_hash', 'status', 'recovery_point', 'fence', 'attempt_count',
   'claimed_by', 'claimed_at', 'locked_until', 'response_code', 'response_body', 'result_ref_type',
   'result_ref_id', 'failure_code', 'failure_message', 'created_at', 'updated_at', 'finished_at',
-  'expires_at'], 'the table has exactly the documented columns');
+  'expires_at', 'bound_session'], 'the table has exactly the documented columns');
+SELECT col_type_is('idem', 'idempotency_request', 'bound_session', 'bigint', 'bound_session (1.1) is bigint');
 SELECT col_not_null('idem', 'idempotency_request', c, c || ' is NOT NULL')
   FROM unnest(ARRAY['scope', 'key', 'request_hash', 'status', 'recovery_point', 'fence',
                     'attempt_count', 'expires_at']) AS c;
@@ -102,12 +103,27 @@ SELECT is_strict('idem', 'request_hash', ARRAY['jsonb']);
 SELECT volatility_is('idem', 'claim_idempotency_key', ARRAY['text', 'text', 'text', 'text', 'interval', 'interval'], 'volatile');
 SELECT is_definer('idem', 'claim_idempotency_key', ARRAY['text', 'text', 'text', 'text', 'interval', 'interval']);
 
+-- 1.1: waiting for a twin, and an owner's longer lease.
+SELECT has_function('idem', 'claim_or_wait', ARRAY['text', 'text', 'text', 'interval', 'text', 'interval', 'interval']);
+SELECT function_returns('idem', 'claim_or_wait', ARRAY['text', 'text', 'text', 'interval', 'text', 'interval', 'interval'], 'idem.claim');
+SELECT is(pg_get_function_arguments('idem.claim_or_wait'::regproc),
+  'scope text, key text, request_hash text, max_wait interval, claimed_by text DEFAULT NULL::text, lock_timeout interval DEFAULT NULL::interval, retention interval DEFAULT NULL::interval',
+  'claim_or_wait arguments and defaults');
+SELECT is_definer('idem', 'claim_or_wait', ARRAY['text', 'text', 'text', 'interval', 'text', 'interval', 'interval']);
+SELECT has_function('idem', 'extend_lock', ARRAY['text', 'text', 'bigint', 'interval']);
+SELECT function_returns('idem', 'extend_lock', ARRAY['text', 'text', 'bigint', 'interval'], 'timestamp with time zone');
+SELECT is(pg_get_function_arguments('idem.extend_lock'::regproc),
+  'scope text, key text, fence bigint, extend_by interval', 'extend_lock arguments');
+SELECT is_definer('idem', 'extend_lock', ARRAY['text', 'text', 'bigint', 'interval']);
+
 -- Privileges: nothing for PUBLIC but the schema and the fingerprints.
 SELECT table_privs_are('idem', 'idempotency_request', 'public', ARRAY[]::text[], 'PUBLIC has no table privileges');
 SELECT sequence_privs_are('idem', 'fence_seq', 'public', ARRAY[]::text[], 'PUBLIC has no sequence privileges');
 SELECT function_privs_are('idem', 'claim_idempotency_key', ARRAY['text', 'text', 'text', 'text', 'interval', 'interval'], 'public', ARRAY[]::text[], 'PUBLIC cannot claim');
 SELECT function_privs_are('idem', 'mark_succeeded', ARRAY['text', 'text', 'bigint', 'integer', 'jsonb', 'text', 'text'], 'public', ARRAY[]::text[], 'PUBLIC cannot mark');
 SELECT function_privs_are('idem', 'purge_expired', ARRAY['integer'], 'public', ARRAY[]::text[], 'PUBLIC cannot purge');
+SELECT function_privs_are('idem', 'claim_or_wait', ARRAY['text', 'text', 'text', 'interval', 'text', 'interval', 'interval'], 'public', ARRAY[]::text[], 'PUBLIC cannot wait for a claim');
+SELECT function_privs_are('idem', 'extend_lock', ARRAY['text', 'text', 'bigint', 'interval'], 'public', ARRAY[]::text[], 'PUBLIC cannot extend a lock');
 SELECT function_privs_are('idem', 'request_hash', ARRAY['jsonb'], 'public', ARRAY['EXECUTE'], 'PUBLIC may hash');
 SELECT schema_privs_are('idem', 'public', ARRAY['USAGE'], 'PUBLIC may use the schema');
 

@@ -172,4 +172,17 @@ bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
   return true;
 }
 
+TimestampTz require_positive_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+                                      TimestampTz now, const KeyName &name, const char *hint) {
+  if (PG_ARGISNULL(argno))
+    throw_key_error(sqlstate::bad_argument, psprintf("%s must not be NULL", what), name, hint);
+  const Interval *given = require_finite_interval(fcinfo, argno, what, name);
+  TimestampTz end = DatumGetTimestampTz(DirectFunctionCall2(
+      timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(given)));
+  if (end <= now)
+    throw_key_error(sqlstate::bad_argument, psprintf("%s must be a positive interval", what), name,
+                    hint);
+  return end;
+}
+
 }  // namespace idem

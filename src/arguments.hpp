@@ -43,6 +43,12 @@ bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
                          int setting_value, int64 setting_unit_usecs, TimestampTz now,
                          const KeyName &name, Interval *out);
 
+// A required, finite, positive interval argument (max_wait, extend_by):
+// returns now + the interval. NULL, 'infinity' and an interval that does not
+// end after now are refused with P4004 and the given hint.
+TimestampTz require_positive_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+                                      TimestampTz now, const KeyName &name, const char *hint);
+
 // detail_suffix, when not null, follows the scope and key in errdetail.
 [[noreturn]] void throw_key_error(const char *sqlstate, const char *message,
                                   const KeyName &name, const char *hint,

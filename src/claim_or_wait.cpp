@@ -5,9 +5,14 @@
 // runs out, or its bound session ends, for at most max_wait.
 #include "claim.hpp"
 #include "errors.hpp"
+#include "guard.hpp"
 #include "keystore.hpp"
 #include "stats.hpp"
 #include "wait_slots.hpp"
+
+extern "C" {
+#include "utils/resowner.h"
+}
 
 namespace idem {
 
@@ -21,17 +26,52 @@ constexpr long max_poll_ms = 1000;
 // An owner's lock ends at locked_until; the waiter looks again just after.
 constexpr long lock_end_margin_ms = 1;
 
-TimestampTz require_max_wait(FunctionCallInfo fcinfo, const KeyName &name, TimestampTz now) {
-  if (PG_ARGISNULL(3))
-    throw_key_error(sqlstate::bad_argument, "max_wait must not be NULL", name,
-                    "Pass how long to wait for the key's owner, such as '10 seconds'.");
-  const Interval *max_wait = require_finite_interval(fcinfo, 3, "max_wait", name);
-  TimestampTz deadline = DatumGetTimestampTz(DirectFunctionCall2(
-      timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(max_wait)));
-  if (deadline <= now)
-    throw_key_error(sqlstate::bad_argument, "max_wait must be a positive interval", name,
-                    "Pass how long to wait for the key's owner, such as '10 seconds'.");
-  return deadline;
+// One attempt in a subtransaction of its own. An attempt that lost a race
+// (its takeover's UPDATE waited for the winner's row lock and then matched
+// nothing) has locked the row with its subtransaction's id; such an
+// attempt, which found the key in flight after all, is rolled back, so the
+// waiter holds no row lock while it sleeps and the new owner's outcome does
+// not wait for it. Any other attempt is kept: an attempt that only looked
+// took no transaction id, and committing its subtransaction leaves the
+// waiter on its condition variable's list, where a rollback would take it
+// off (the sleep then only re-arms, and the waiter looks once more).
+//
+// An error inside (a statement_timeout, a cancel, P4002) must roll the
+// subtransaction back before it travels on: left open, the caller's
+// transaction would stay aborted after the error, as PL/pgSQL's exception
+// blocks know. So the attempt runs under PG_TRY, and its C++ exceptions are
+// turned into Postgres errors by a guard of its own first, so that only a
+// longjmp ever leaves the PG_TRY.
+void claim_attempt(ClaimRequest *request, ClaimAnswer *answer) {
+  MemoryContext caller_context = CurrentMemoryContext;
+  ResourceOwner caller_owner = CurrentResourceOwner;
+  BeginInternalSubTransaction(nullptr);
+  MemoryContextSwitchTo(caller_context);  // the answer outlives the subtransaction
+  PG_TRY();
+  {
+    run_guarded([request, answer]() -> Datum {
+      claim_once(request, answer);
+      return 0;
+    });
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(caller_context);
+    ErrorData *error = CopyErrorData();
+    FlushErrorState();
+    RollbackAndReleaseCurrentSubTransaction();
+    MemoryContextSwitchTo(caller_context);
+    CurrentResourceOwner = caller_owner;
+    ReThrowError(error);
+  }
+  PG_END_TRY();
+  if (answer->kind == ClaimKind::processing_active &&
+      TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
+    RollbackAndReleaseCurrentSubTransaction();
+  else
+    ReleaseCurrentSubTransaction();
+  MemoryContextSwitchTo(caller_context);
+  CurrentResourceOwner = caller_owner;
 }
 
 long ms_until(TimestampTz from, TimestampTz to) {
@@ -46,7 +86,9 @@ Datum claim_or_wait(FunctionCallInfo fcinfo) {
   ClaimRequest request;
   prepare_claim(fcinfo, 4, &request);
   TimestampTz started = GetCurrentTimestamp();
-  TimestampTz deadline = require_max_wait(fcinfo, request.name, started);
+  TimestampTz deadline = require_positive_interval(
+      fcinfo, 3, "max_wait", started, request.name,
+      "Pass how long to wait for the key's owner, such as '10 seconds'.");
   ClaimAnswer answer;
   // A transaction snapshot never sees the outcome it would wait for.
   if (IsolationUsesXactSnapshot()) {
@@ -57,7 +99,7 @@ Datum claim_or_wait(FunctionCallInfo fcinfo) {
     long poll_ms = first_poll_ms;
     bool waited = false;
     for (;;) {
-      claim_once(&request, &answer);
+      claim_attempt(&request, &answer);
       TimestampTz now = GetCurrentTimestamp();
       if (answer.kind != ClaimKind::processing_active || now >= deadline) break;
       if (!waited) {

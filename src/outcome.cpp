@@ -156,18 +156,11 @@ Datum set_recovery_point(FunctionCallInfo fcinfo) {
 Datum extend_lock(FunctionCallInfo fcinfo) {
   OwnerWrite write;
   begin_owner_write(fcinfo, &write);
-  if (PG_ARGISNULL(3))
-    throw_key_error(sqlstate::bad_argument, "extend_by must not be NULL", write.name,
-                    "Pass how much longer the lock must hold from now, such as '5 minutes'.");
-  const Interval *extend_by = require_finite_interval(fcinfo, 3, "extend_by", write.name);
   TimestampTz now = DatumGetTimestampTz(write.params[owner_now]);
-  TimestampTz until = DatumGetTimestampTz(DirectFunctionCall2(
-      timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(extend_by)));
-  if (until <= now)
-    throw_key_error(sqlstate::bad_argument, "extend_by must be a positive interval", write.name,
-                    "Pass how much longer the lock must hold from now, such as '5 minutes'; "
-                    "extend_lock never shortens a lock.");
-  write.params[owner_first_value] = PointerGetDatum(extend_by);
+  require_positive_interval(fcinfo, 3, "extend_by", now, write.name,
+                            "Pass how much longer the lock must hold from now, such as "
+                            "'5 minutes'; extend_lock never shortens a lock.");
+  write.params[owner_first_value] = PG_GETARG_DATUM(3);
   SpiSession session;
   spi_connect(&session);
   if (spi_run(&session, Statement::extend_lock, write.params, write.nulls) == 0)

@@ -73,6 +73,16 @@ LANGUAGE sql AS $$
                                       'shop-api/' || pg_backend_pid(), lock_timeout)
 $$;
 
+-- Phase 1 for a client that would rather wait than be told 409 (idem 1.1):
+-- a twin of a request in flight waits, for at most max_wait, for its outcome.
+CREATE FUNCTION shop.claim_or_wait_order_request(
+    scope text, key text, request jsonb, lock_timeout interval, max_wait interval)
+RETURNS idem.claim
+LANGUAGE sql AS $$
+    SELECT idem.claim_or_wait(scope, key, idem.request_hash(request), max_wait,
+                              'shop-api/' || pg_backend_pid(), lock_timeout)
+$$;
+
 -- The order the key's current phases work on (see the index comment).
 CREATE FUNCTION shop.order_for_key(scope text, key text) RETURNS shop.orders
 LANGUAGE plpgsql STABLE AS $$

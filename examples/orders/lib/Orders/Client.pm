@@ -33,7 +33,7 @@ sub note {
 
 # Starts one attempt in a worker process. start_at (epoch seconds) makes the
 # worker connect first and then wait, so twins claim at the same instant;
-# crash_at, stall_at and stall_for go to the server (Orders::Server).
+# crash_at, stall_at, stall_for and max_wait go to the server (Orders::Server).
 sub start {
     my ($self, $scope, $key, $request, %opt) = @_;
     $self->{attempts}++;
@@ -45,7 +45,7 @@ sub start {
         $writer->autoflush(1);
         my $emit = sub { print {$writer} encode_json({t => time, %{$_[0]}}), "\n" };
         my $server = Orders::Server->new(dsn => $self->{dsn}, lock_timeout => $self->{lock_timeout},
-                                         emit => $emit, map { $_ => $opt{$_} } qw(crash_at stall_at stall_for));
+                                         emit => $emit, map { $_ => $opt{$_} } qw(crash_at stall_at stall_for max_wait));
         eval {
             $server->connect;
             my $wait = ($opt{start_at} // 0) - time;

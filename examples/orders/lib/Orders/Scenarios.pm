@@ -24,7 +24,8 @@ sub body_for {
 # crash_at / recover ('wait': the client honours Retry-After until the lock
 # times out; 'sweep': an operator runs idem.sweep_stale() first) / stall_at
 # (the server only stalls there, and wakes after a retry took over) / twins /
-# provider_down / same_as (reuses an earlier scenario's key).
+# provider_down / same_as (reuses an earlier scenario's key) / max_wait (twins
+# claim with idem.claim_or_wait).
 our @ALL = (
     {name => 'happy', title => 'A request nothing interrupts', key => 'key-happy',
      why => 'phase by phase, one commit each',
@@ -53,6 +54,10 @@ our @ALL = (
     {name => 'twins', title => 'Concurrent twins', key => 'key-twins',
      why => 'two copies of one request claim at the same instant',
      body => body_for(customer => 'cus_gus', amount_cents => 1999), twins => 1},
+    {name => 'double_click', title => 'A double-clicked POST that waits', key => 'key-double-click',
+     why => 'the second copy waits for the first (idem.claim_or_wait) and gets its 201',
+     body => body_for(customer => 'cus_hal', amount_cents => 2500), twins => 1,
+     max_wait => '10 seconds'},
     {name => 'zombie', title => 'A stalled server and the retry that takes over', key => 'key-zombie',
      why => 'the first server is not dead, only slow; fencing stops its late write',
      body => body_for(customer => 'cus_kim', amount_cents => 4200),
@@ -151,7 +156,8 @@ sub run {
     } elsif ($s->{twins}) {
         my @clients = map { $self->client(\@timeline, label => $_) } qw(A B);
         my $at = time + 0.3;
-        my @attempts = map { $_->start($SCOPE, $s->{key}, $s->{body}, start_at => $at) } @clients;
+        my @attempts = map { $_->start($SCOPE, $s->{key}, $s->{body}, start_at => $at,
+                                       max_wait => $s->{max_wait}) } @clients;
         $result{twins} = [map { $clients[$_]->request($SCOPE, $s->{key}, $s->{body},
                                                      started => $attempts[$_]) } 0 .. 1];
         $result{final} = $result{twins}[0]{final};

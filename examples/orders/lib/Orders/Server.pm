@@ -27,8 +27,9 @@ our %CRASH_POINTS = (
 my $json = JSON::PP->new->canonical;
 
 # dsn, lock_timeout ('2 seconds'), emit (sub taking an event hash), crash_at
-# (a key of %CRASH_POINTS, or undef), stall_at (likewise) and stall_for
-# (seconds).
+# (a key of %CRASH_POINTS, or undef), stall_at (likewise), stall_for
+# (seconds) and max_wait (an interval: wait for a twin in flight with
+# idem.claim_or_wait instead of answering 409).
 sub new {
     my ($class, %args) = @_;
     return bless {%args}, $class;
@@ -104,12 +105,14 @@ sub handle {
 sub run {
     my ($self, $scope, $key, $request) = @_;
     my $dbh = $self->{dbh};
+    my $waits = defined $self->{max_wait};
     my $claim = $dbh->selectrow_hashref(
         q{SELECT kind, fence, attempt_count, recovery_point, response_code,
                  response_body::text AS response_body,
                  ceil(extract(epoch FROM locked_until - clock_timestamp()))::int AS retry_after
-            FROM shop.claim_order_request(?, ?, ?::jsonb, ?::interval)},
-        undef, $scope, $key, $request, $self->{lock_timeout});
+            FROM } . ($waits ? 'shop.claim_or_wait_order_request(?, ?, ?::jsonb, ?::interval, ?::interval)'
+                             : 'shop.claim_order_request(?, ?, ?::jsonb, ?::interval)'),
+        undef, $scope, $key, $request, $self->{lock_timeout}, ($waits ? $self->{max_wait} : ()));
     my ($kind, $fence, $point) = @$claim{qw(kind fence recovery_point)};
 
     if ($kind eq 'replay_success' || $kind eq 'final_failure') {

@@ -1,0 +1,144 @@
+# idem.bind_lock_to_session = on, measured: when the owning session ends —
+# its client killed with kill -9, its connection closed, its backend
+# terminated, or the whole server crashed — a twin's claim_or_wait takes the
+# key over as processing_stale within a second, although the owner's lock
+# (idem.lock_timeout, 5 minutes) is far from over. The times are printed.
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemWait qw(start_waiting_node connect_db start_wait answer_of wait_until_waiting);
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use POSIX ();
+
+my $node = start_waiting_node('session_binding', "restart_after_crash = on\n");
+
+# A bound owner of the key: its handle and its backend's pid.
+sub bound_owner {
+	my ($key) = @_;
+	my $dbh = connect_db($node);
+	$dbh->do('SET idem.bind_lock_to_session = on');
+	my ($kind) = $dbh->selectrow_array(q{SELECT kind FROM idem.claim_idempotency_key('bind', ?, 'h')},
+		undef, $key);
+	die "owner of $key got $kind" unless $kind eq 'new_claim';
+	return $dbh;
+}
+
+my $monitor = connect_db($node);
+
+# Starts a twin's claim_or_wait and returns once it waits.
+sub waiting_twin {
+	my ($key) = @_;
+	my $dbh = connect_db($node);
+	my $sth = start_wait($dbh, 'bind', $key, '60 seconds');
+	wait_until_waiting($monitor, $dbh->{pg_pid});
+	return ($dbh, $sth);
+}
+
+# Ends the owner with $end->(), then times the twin's answer.
+sub takeover_time {
+	my ($key, $end) = @_;
+	my ($twin, $sth) = waiting_twin($key);
+	my $ended = time();
+	$end->();
+	my $row = answer_of($sth);
+	my $seconds = time() - $ended;
+	is($row->[0], 'processing_stale', "$key: the twin takes the key over");
+	$twin->disconnect;
+	return $seconds;
+}
+
+my %times;
+
+# The client process dies (kill -9): the backend sees its socket close.
+{
+	pipe(my $reader, my $writer) or die "pipe: $!";
+	my $child = fork() // die "fork: $!";
+	if ($child == 0) {
+		close $reader;
+		my $dbh = bound_owner('killed-client');
+		print {$writer} "claimed\n";
+		close $writer;
+		sleep 3600;    # killed by the parent long before
+		POSIX::_exit(0);
+	}
+	close $writer;
+	my $line = <$reader>;
+	die 'the child did not claim' unless defined $line && $line eq "claimed\n";
+	$times{'kill -9 of the client'} = takeover_time('killed-client', sub { kill 'KILL', $child });
+	waitpid($child, 0);
+}
+
+# The client closes its connection.
+{
+	my $owner = bound_owner('closed');
+	$times{'connection closed'} = takeover_time('closed', sub { $owner->disconnect });
+}
+
+# An operator terminates the owner's backend.
+{
+	my $owner = bound_owner('terminated');
+	my $pid = $owner->{pg_pid};
+	$times{'pg_terminate_backend'} =
+	  takeover_time('terminated', sub { $monitor->do('SELECT pg_terminate_backend(?)', undef, $pid) });
+}
+
+# Without the binding nothing of the kind happens: the twin keeps waiting.
+{
+	my $owner = connect_db($node);
+	$owner->selectrow_array(q{SELECT idem.claim_idempotency_key('bind', 'unbound', 'h')});
+	my ($twin, $sth) = waiting_twin('unbound');
+	$owner->disconnect;
+	# The owner's backend is gone once pg_stat_activity stops showing it.
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $owner->{pg_pid}")
+	  or die 'the unbound owner did not go away';
+	ok(!$sth->pg_ready, 'an unbound key stays locked when its owner disconnects');
+	$twin->pg_cancel;
+	$twin->disconnect;
+}
+
+my ($takeovers) = $monitor->selectrow_array(
+	'SELECT session_bound_takeovers FROM idem.stats WHERE datname = current_database()');
+is($takeovers, 3, 'session-bound takeovers are counted');
+
+# The server crashes (a backend killed with kill -9): every session ends,
+# the postmaster reinitialises shared memory, and no token is live.
+{
+	my $owner = bound_owner('crash');
+	my $pid = $owner->{pg_pid};
+	$monitor->disconnect;
+	my $killed = time();
+	kill 'KILL', $pid;
+	my ($dbh, $kind);
+	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	my $up;
+	until (defined $kind) {
+		die 'the server did not come back' if time() > $deadline;
+		$dbh = eval { connect_db($node) };
+		if (!$dbh) { Time::HiRes::sleep(0.01); next; }
+		$up //= time();
+		($kind) = eval {
+			$dbh->selectrow_array(
+				q{SELECT kind FROM idem.claim_or_wait('bind', 'crash', 'h', '60 seconds')});
+		};
+	}
+	my $answered = time();
+	is($kind, 'processing_stale', 'after a crash restart the bound key is taken over at once');
+	$times{'server crash (from accepting connections again)'} = $answered - $up;
+	diag(sprintf('server crash: %.3f s from kill -9 to the answer, of which restart %.3f s',
+			$answered - $killed, $up - $killed));
+	$dbh->disconnect;
+	$monitor = connect_db($node);
+}
+
+for my $case (sort keys %times) {
+	diag(sprintf('takeover after %s: %.3f s', $case, $times{$case}));
+	cmp_ok($times{$case}, '<', 1, "takeover within 1 s after $case");
+}
+
+$monitor->disconnect;
+$node->stop;
+done_testing();
