@@ -10,6 +10,8 @@ CREATE SCHEMA shop;
 SELECT idem.route_by_key(signature) FROM (VALUES
     ('shop.claim_order_request(scope text, key text, request jsonb, lock_timeout interval)
         RETURNS idem.claim'),
+    ('shop.claim_or_wait_order_request(scope text, key text, request jsonb, lock_timeout interval,
+        max_wait interval) RETURNS idem.claim'),
     ('shop.create_order(scope text, key text, fence bigint, request jsonb) RETURNS bigint'),
     -- The charge at the provider: the shard calls it (dblink), as unsharded.
     ('shop.charge_order(scope text, key text, OUT order_id bigint, OUT provider_key text,
