@@ -34,10 +34,15 @@ chomp $bindir;
 
 my (%procs, @harnesses);
 # Stops everything this test started, on success and on failure alike:
-# Patroni with SIGTERM (it stops its PostgreSQL), then any PostgreSQL left.
+# Patroni with SIGTERM (it stops its PostgreSQL), then any PostgreSQL left;
+# etcd last: a Patroni that stops hands its leader key back through it.
 sub stop_all {
-	for my $h (grep { $_->pumpable } @harnesses) { $h->signal('TERM'); }
-	for my $h (@harnesses) { eval { $h->finish; 1 } or $h->kill_kill; }
+	my @in_order = (@harnesses[ 1 .. $#harnesses ], $harnesses[0]);
+	for my $h (@in_order) {
+		next unless $h;
+		$h->signal('TERM') if $h->pumpable;
+		eval { $h->finish; 1 } or $h->kill_kill;
+	}
 	for my $n (0 .. 2) {
 		my $data = "$dir/node$n/data";
 		system("$bindir/pg_ctl", '-D', $data, '-m', 'immediate', 'stop') if -e "$data/postmaster.pid";
