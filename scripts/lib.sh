@@ -9,7 +9,8 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-pgtap
   libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3
   libdbd-pg-perl
-  nodejs python3-psycopg default-jdk-headless libpostgresql-jdbc-java)
+  nodejs python3-psycopg default-jdk-headless libpostgresql-jdbc-java  # examples/clients
+  patroni python3-etcd etcd-server pgbouncer postgresql-$PG_MAJOR-plproxy)  # test/cluster
 
 say() { printf '==> %s\n' "$*"; }
 

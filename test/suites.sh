@@ -14,8 +14,8 @@
 # DIR/tree is a copy of the source tree (run-tests makes it). Each suite's
 # log is DIR/<suite>.log; DIR/tally gets one "suite passed failed" line per
 # suite. A failing test is named, with the head of its diff or the tail of
-# its log. IDEM_ONLY (any of regress isolation pgtap tap extra, or an extra's
-# name) limits the suites; IDEM_TAP_FILES selects TAP files.
+# its log. IDEM_ONLY (any of regress isolation pgtap tap extra cluster, or an
+# extra's name) limits the suites; IDEM_TAP_FILES selects TAP files.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
@@ -236,5 +236,25 @@ if wanted tap && compgen -G "test/t/*.pl" >/dev/null; then
     done
   fi
   tally_tap tap "$log" "$st"
+fi
+
+# Beyond one server (test/cluster/*.pl): Patroni + etcd failover, replays
+# from a hot standby, PL/Proxy sharding, PgBouncer. Debian packages the
+# host's 15 has, so on the host only; their clusters take ports from
+# IDEM_CLUSTER_PORT_BASE (default: this major's port + 1500). The short
+# run fits the test command's budget; IDEM_CLUSTER_LONG=1 runs the long one.
+major=$("$RUN_PG_CONFIG" --version | grep -oE '[0-9]+' | head -n 1)
+if wanted cluster && [ $PRIVATE = 1 ] && [ "$major" = 15 ]; then
+  begin "beyond one server (test/cluster: Patroni, standby replays, PL/Proxy, PgBouncer)"
+  log=$WORKDIR/cluster.log
+  sizes=()
+  [ -n "${IDEM_CLUSTER_LONG:-}" ] && sizes=(STORM_SECONDS=30 STORM_CLIENTS=32 STORM_KEYS=4000
+    FAILOVER_CLIENTS=32 FAILOVER_KEYS=3000 STANDBY_BENCH_SECONDS=30)
+  as_user env "${sizes[@]}" IDEM_CLUSTER_PORT_BASE="${IDEM_CLUSTER_PORT_BASE:-$((PORT + 1500))}" \
+    make -s prove_installcheck PG_CONFIG="$RUN_PG_CONFIG" PROVE_TESTS="$(echo test/cluster/*.pl)" PROVE_FLAGS=-v 2>&1 |
+    tee "$log" | grep --line-buffered -E '^test/cluster/|^# [a-z]|^not ok|^Files=|^Result' | sed -u 's/^/    /'
+  st=${PIPESTATUS[0]}
+  [ "$st" -ne 0 ] && tap_failure_summary "$log"
+  tally_tap cluster "$log" "$st"
 fi
 exit 0

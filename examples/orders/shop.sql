@@ -224,6 +224,19 @@ BEGIN
     PERFORM idem.mark_succeeded(scope, key, fence, status_code, body, 'shop.orders', o.id::text);
 END $$;
 
+-- Phase 4 in one call: the receipt job and the final mark in the caller's
+-- one transaction. For a sharded shop behind PL/Proxy
+-- (examples/sharding/orders_proxy.sql), where each routed call is its own
+-- transaction on the key's shard, so the two halves must be one call.
+CREATE FUNCTION shop.stage_receipt_and_finish(
+    scope text, key text, fence bigint,
+    OUT status_code integer, OUT body jsonb)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM shop.stage_receipt(scope, key);
+    SELECT f.status_code, f.body INTO status_code, body FROM shop.finish_order(scope, key, fence) f;
+END $$;
+
 -- A provider that could not be reached left the card uncharged or charged
 -- (we cannot know which): the key becomes retryable, and the next retry
 -- resumes at order_created and asks again with the same derived key.

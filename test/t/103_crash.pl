@@ -10,7 +10,8 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node run_clients read_logs total_stats connect_or_die storm_key);
+use IdemProof qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
+  read_rows_and_effects check_acknowledged);
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
@@ -146,56 +147,12 @@ is($rows, $keys, "$keys keys exist");
 is($processing, 0, 'no key is left processing');
 is($succeeded, $keys, 'every key succeeded');
 
-my %row;
-my $sth = $dbh->prepare(q{SELECT key, fence, status::text, recovery_point, response_body::text,
-                                 result_ref_id FROM idem.idempotency_request WHERE scope = 'crash'});
-$sth->execute;
-while (my $r = $sth->fetchrow_hashref) { $row{ $r->{key} } = $r; }
-my %effect;
-$sth = $dbh->prepare(q{SELECT id, key, fence FROM effects});
-$sth->execute;
-my %effects_of;
-while (my $e = $sth->fetchrow_hashref) { $effect{ $e->{id} } = $e; $effects_of{ $e->{key} }++; }
-
-# Acknowledged outcomes: present exactly as acknowledged, each with its effect.
-my (%acked_success, @lost_outcomes);
-for my $s (@{ $events->{S} }) {
-	my ($key, $fence, $effect_id, undef, $body) = @$s;
-	$acked_success{$key}++;
-	my $r = $row{$key};
-	my $e = $effect{$effect_id};
-	push @lost_outcomes, "$key/$fence"
-	  unless $r && $r->{status} eq 'succeeded' && $r->{fence} == $fence
-	  && $r->{response_body} eq $body && $r->{result_ref_id} eq $effect_id
-	  && $e && $e->{key} eq $key && $e->{fence} == $fence;
-}
-is(scalar(@lost_outcomes), 0, 'every acknowledged outcome survived exactly as acknowledged');
-diag("lost or changed outcome: $_") for @lost_outcomes[0 .. ($#lost_outcomes < 9 ? $#lost_outcomes : 9)];
-is(scalar(grep { $_ > 1 } values %acked_success), 0, 'no key was acknowledged as succeeded twice');
-
-# Acknowledged claims: their fences were never issued again, and the row has
-# that fence or a newer one.
-my (%fence_seen, $reissued, $behind, $max_fence);
-for my $cl (@{ $events->{C} }) {
-	my ($key, $fence) = @$cl;
-	$reissued++ if $fence_seen{$fence}++;
-	$behind++ unless $row{$key} && $row{$key}{fence} >= $fence;
-	$max_fence = $fence if $fence > ($max_fence // 0);
-}
-is($reissued // 0, 0, 'no acknowledged fence was ever issued twice');
-is($behind // 0, 0, 'every acknowledged claim is present (the row holds its fence or a newer one)');
+my ($row, $effect, $effects_of) = read_rows_and_effects($dbh, 'crash');
+my $verdict = check_acknowledged($row, $effect, $effects_of, $events, $keys);
 my ($last_fence) = $dbh->selectrow_array('SELECT last_value FROM idem.fence_seq');
-cmp_ok($last_fence, '>=', $max_fence, 'the fence sequence is past every acknowledged fence');
-
-my $checkpoints_lost = grep { my $r = $row{ $_->[0] };
-	!$r || ($r->{recovery_point} ne 'validated' && $r->{recovery_point} ne 'finished') } @{ $events->{R} };
-is($checkpoints_lost, 0, 'every acknowledged checkpoint survived');
-
-my $effects = scalar(keys %effect);
-is($effects, $keys, 'one effect per key in total');
-is(scalar(grep { $_ > 1 } values %effects_of), 0, 'no effect duplicated');
-my $wrong = grep { ($row{ $_->[0] }{response_body} // '') ne $_->[1] } @{ $events->{A} };
-is($wrong, 0, 'every answer a client got equals the stored response');
+cmp_ok($last_fence, '>=', $verdict->{max_fence}, 'the fence sequence is past every acknowledged fence');
+my ($effects, $wrong, $reissued) = @$verdict{qw(effects wrong reissued)};
+my @lost_outcomes = @{ $verdict->{lost_outcomes} };
 
 note("crash: $clients clients, $keys keys, fsync on, ${duration}s + final pass: "
 	  . "$stats->{requests} requests answered");

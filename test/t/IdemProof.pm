@@ -25,7 +25,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Exporter 'import';
 
-our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key);
+our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
+  storm_client check_storm read_rows_and_effects check_acknowledged);
 
 sub now { return Time::HiRes::time(); }
 
@@ -42,23 +43,67 @@ sub storm_key {
 	return ($index, 1);
 }
 
-# A cluster of its own (fsync as asked: the crash run tests durability) with
-# the database "proof", idem and the effects table.
-sub start_node {
-	my ($name, %opt) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
-	my $fsync = $opt{fsync} ? 'on' : 'off';
-	$node->append_conf('postgresql.conf', <<"CONF");
-shared_preload_libraries = 'idem'
-max_connections = 60
-log_statement = none
-fsync = $fsync
-restart_after_crash = on
-CONF
-	$node->start;
-	$node->safe_psql('postgres', 'CREATE DATABASE proof');
-	$node->safe_psql('proof', <<'SQL');
+# One storm client's run (101_twin_storm.pl; test/cluster): hot keys until
+# $o{t0} + $o{duration}, chaos on hot picks, then a last pass over its share
+# of the keys (index = id mod clients) so every key is asked for after it.
+# With stop_file, the hot phase also ends as soon as that file exists.
+sub storm_client {
+	my ($c, %o) = @_;
+	Time::HiRes::sleep($o{t0} - now()) if $o{t0} > now();
+	my $requests = 0;
+	while (now() < $o{t0} + $o{duration} && !($o{stop_file} && -e $o{stop_file})) {
+		my ($index, $hot) = storm_key($o{keys}, $o{window}, $o{t0}, $o{sweep_end});
+		$c->{chaos} = $hot ? $o{chaos} : 0;
+		$c->request(sprintf('k%04d', $index));
+		$requests++;
+	}
+	$c->{chaos} = 0;
+	for (my $index = $c->{id}; $index < $o{keys}; $index += $o{clients}) {
+		$c->request(sprintf('k%04d', $index));
+		$requests++;
+	}
+	$c->count('requests', $requests);
+	$c->finish;
+}
+
+# The storm's verdict on one database: exactly one effect per key, the
+# effect the stored outcome names, every answer the stored response, no
+# key acknowledged twice. Runs Test::More assertions; returns the counts.
+sub check_storm {
+	my ($dbh, $events, $keys, $scope) = @_;
+	my ($rows, $succeeded) = $dbh->selectrow_array(
+		q{SELECT count(*), count(*) FILTER (WHERE status = 'succeeded')
+		    FROM idem.idempotency_request WHERE scope = $1}, undef, $scope);
+	Test::More::is($rows,      $keys, "$keys keys exist");
+	Test::More::is($succeeded, $keys, 'every key succeeded');
+	my ($effects, $keys_with_effects, $doubled) = $dbh->selectrow_array(
+		q{SELECT count(*), count(DISTINCT key),
+		         (SELECT count(*) FROM (SELECT key FROM effects GROUP BY key HAVING count(*) > 1) d)
+		    FROM effects});
+	Test::More::is($effects, $keys, 'exactly one effect per key in total');
+	Test::More::is($doubled, 0,     'no key has two effects');
+	my ($matching) = $dbh->selectrow_array(
+		q{SELECT count(*) FROM effects e JOIN idem.idempotency_request r
+		     ON r.scope = e.scope AND r.key = e.key
+		  WHERE r.fence = e.fence AND r.result_ref_id = e.id::text});
+	Test::More::is($matching, $keys, "each key's effect is the one its stored outcome names");
+	my %stored = @{ $dbh->selectcol_arrayref(
+		q{SELECT key, response_body::text FROM idem.idempotency_request WHERE scope = $1},
+		{ Columns => [ 1, 2 ] }, $scope) };
+	my $wrong = grep { ($stored{ $_->[0] } // '') ne $_->[1] } @{ $events->{A} };
+	my %answered = map { $_->[0] => 1 } @{ $events->{A} };
+	Test::More::is($wrong, 0, 'every answer equals the stored response');
+	Test::More::is(scalar(keys %answered), $keys, 'every key was answered');
+	my %acked;
+	$acked{ $_->[0] }++ for @{ $events->{S} };
+	Test::More::is(scalar(grep { $_ > 1 } values %acked), 0, 'no key was acknowledged as succeeded twice');
+	return { effects => $effects, keys_with_effects => $keys_with_effects, doubled => $doubled,
+		succeeded => $succeeded, wrong => $wrong };
+}
+
+# idem and the effects table, in database "proof".
+sub proof_schema_sql {
+	return <<'SQL';
 CREATE EXTENSION idem;
 -- The side effect a request performs. No UNIQUE constraint on purpose: a
 -- duplicate must show up in the counts, not be refused by the table.
@@ -70,6 +115,86 @@ CREATE TABLE effects (
     client int NOT NULL,
     at     timestamptz NOT NULL DEFAULT clock_timestamp());
 SQL
+}
+
+# The keys of $scope and the effects in one database, added to the hashes
+# given (so a sharded run reads every shard into the same ones): row by key,
+# effect by "key id" (ids are per database), effects count by key.
+sub read_rows_and_effects {
+	my ($dbh, $scope, $row, $effect, $effects_of) = @_;
+	($row, $effect, $effects_of) = ($row // {}, $effect // {}, $effects_of // {});
+	my $sth = $dbh->prepare(q{SELECT key, fence, status::text, recovery_point, response_body::text,
+	                                 result_ref_id FROM idem.idempotency_request WHERE scope = $1});
+	$sth->execute($scope);
+	while (my $r = $sth->fetchrow_hashref) { $row->{ $r->{key} } = $r; }
+	$sth = $dbh->prepare(q{SELECT id, key, fence FROM effects WHERE scope = $1});
+	$sth->execute($scope);
+	while (my $e = $sth->fetchrow_hashref) { $effect->{"$e->{key} $e->{id}"} = $e; $effects_of->{ $e->{key} }++; }
+	return ($row, $effect, $effects_of);
+}
+
+# The crash run's verdict (103_crash.pl; test/cluster/sharded_crash.pl) on
+# what read_rows_and_effects read: every acknowledged outcome, claim and
+# checkpoint is there as acknowledged, no fence issued twice, one effect per
+# key, every answer the stored one. Runs Test::More assertions. Fences are
+# unique per database: shard_of => sub { key -> shard } tells which.
+sub check_acknowledged {
+	my ($row, $effect, $effects_of, $events, $keys, %opt) = @_;
+	my (%acked_success, @lost_outcomes);
+	for my $s (@{ $events->{S} }) {
+		my ($key, $fence, $effect_id, undef, $body) = @$s;
+		$acked_success{$key}++;
+		my $r = $row->{$key};
+		my $e = $effect->{"$key $effect_id"};
+		push @lost_outcomes, "$key/$fence"
+		  unless $r && $r->{status} eq 'succeeded' && $r->{fence} == $fence
+		  && $r->{response_body} eq $body && $r->{result_ref_id} eq $effect_id
+		  && $e && $e->{fence} == $fence;
+	}
+	Test::More::is(scalar(@lost_outcomes), 0, 'every acknowledged outcome survived exactly as acknowledged');
+	Test::More::diag("lost or changed outcome: $_") for @lost_outcomes[0 .. ($#lost_outcomes < 9 ? $#lost_outcomes : 9)];
+	Test::More::is(scalar(grep { $_ > 1 } values %acked_success), 0, 'no key was acknowledged as succeeded twice');
+	# Acknowledged claims: their fences were never issued again, and the row
+	# has that fence or a newer one.
+	my (%fence_seen, $reissued, $behind, $max_fence);
+	for my $cl (@{ $events->{C} }) {
+		my ($key, $fence) = @$cl;
+		my $database = $opt{shard_of} ? $opt{shard_of}->($key) : 0;
+		$reissued++ if $fence_seen{"$database $fence"}++;
+		$behind++ unless $row->{$key} && $row->{$key}{fence} >= $fence;
+		$max_fence = $fence if $fence > ($max_fence // 0);
+	}
+	Test::More::is($reissued // 0, 0, 'no acknowledged fence was ever issued twice');
+	Test::More::is($behind // 0, 0, 'every acknowledged claim is present (the row holds its fence or a newer one)');
+	my $checkpoints_lost = grep { my $r = $row->{ $_->[0] };
+		!$r || ($r->{recovery_point} ne 'validated' && $r->{recovery_point} ne 'finished') } @{ $events->{R} };
+	Test::More::is($checkpoints_lost, 0, 'every acknowledged checkpoint survived');
+	my $effects = scalar(keys %$effect);
+	Test::More::is($effects, $keys, 'one effect per key in total');
+	Test::More::is(scalar(grep { $_ > 1 } values %$effects_of), 0, 'no effect duplicated');
+	my $wrong = grep { ($row->{ $_->[0] }{response_body} // '') ne $_->[1] } @{ $events->{A} };
+	Test::More::is($wrong, 0, 'every answer a client got equals the stored response');
+	return { lost_outcomes => \@lost_outcomes, reissued => $reissued // 0, max_fence => $max_fence // 0,
+		effects => $effects, wrong => $wrong };
+}
+
+# A cluster of its own (fsync as asked: the crash run tests durability) with
+# the database "proof", idem and the effects table.
+sub start_node {
+	my ($name, %opt) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name, $opt{port} ? (port => $opt{port}) : ());
+	$node->init($opt{allows_streaming} ? (allows_streaming => 1) : ());
+	my $fsync = $opt{fsync} ? 'on' : 'off';
+	$node->append_conf('postgresql.conf', <<"CONF");
+shared_preload_libraries = 'idem'
+max_connections = 60
+log_statement = none
+fsync = $fsync
+restart_after_crash = on
+CONF
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE DATABASE proof');
+	$node->safe_psql('proof', proof_schema_sql());
 	return $node;
 }
 
@@ -155,11 +280,16 @@ use DBI;
 use IO::Handle;
 use Time::HiRes ();
 
-# new(node, id, log_dir, lock_ms => 500, scope => 'storm')
+# new(node, id, log_dir, lock_ms => 500, scope => 'storm'); dsn => '...'
+# replaces the node's (a PL/Proxy database, a pooler: test/cluster), and
+# effect_call => 'SELECT f($1, $2, $3, $4, $5)' makes the effect and
+# mark_succeeded one call (scope, key, fence, client, body) that commits on
+# its own, for a proxy that cannot hold a transaction open across calls.
 sub new {
 	my ($class, $node, $id, $log_dir, %opt) = @_;
 	my $c = bless {
-		dsn     => IdemProof::dsn_of($node),
+		dsn     => $opt{dsn} // IdemProof::dsn_of($node),
+		effect_call => $opt{effect_call},
 		id      => $id,
 		lock_ms => $opt{lock_ms} // 500,
 		scope   => $opt{scope} // 'storm',
@@ -328,6 +458,7 @@ sub refused {
 # is acknowledged only once COMMIT returned.
 sub effect_and_succeed {
 	my ($c, $key, $fence, $stall) = @_;
+	return $c->effect_and_succeed_in_one_call($key, $fence) if $c->{effect_call};
 	my $dbh = $c->{dbh};
 	my $body = $c->body_of($key, $fence);
 	$dbh->begin_work or return $c->lost_or_refused($key, $fence);
@@ -353,6 +484,19 @@ sub effect_and_succeed {
 	}
 	$c->count('effects_committed');
 	$c->log_event('S', $key, $fence, $effect, $sent, $body);
+	$c->log_event('A', $key, $body);
+	return $body;
+}
+
+# The same through effect_call: acknowledged once the call returned.
+sub effect_and_succeed_in_one_call {
+	my ($c, $key, $fence) = @_;
+	my $body = $c->body_of($key, $fence);
+	my $sent = IdemProof::now();
+	my ($row, $err) = $c->run($c->{effect_call}, $c->{scope}, $key, $fence, $c->{id}, $body);
+	if ($err) { $c->refused($key, $fence, $err); return undef; }
+	$c->count('effects_committed');
+	$c->log_event('S', $key, $fence, $row->[0], $sent, $body);
 	$c->log_event('A', $key, $body);
 	return $body;
 }
