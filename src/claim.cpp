@@ -6,7 +6,7 @@
 #include "classify.hpp"
 #include "errors.hpp"
 #include "keystore.hpp"
-#include "settings.hpp"
+#include "scope_policy.hpp"
 #include "spi_session.hpp"
 #include "stats.hpp"
 
@@ -145,12 +145,9 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   text *request_hash = require_text(fcinfo, 2, sqlstate::request_hash_invalid,
                                     "request_hash", name);
   TimestampTz now = GetCurrentTimestamp();
-  Interval lock_timeout;
-  Interval retention;
-  interval_or_setting(fcinfo, 4, "lock_timeout", settings.lock_timeout_ms, 1000, now, name,
-                      &lock_timeout);
-  bool expires = interval_or_setting(fcinfo, 5, "retention", settings.retention_s,
-                                     USECS_PER_SEC, now, name, &retention);
+  // The argument, else the scope's policy, else the setting (scope_policy.hpp).
+  ClaimPolicy policy;
+  resolve_claim_policy(fcinfo, 4, scope, now, name, &policy);
 
   TupleDesc result_desc;
   if (get_call_result_type(fcinfo, nullptr, &result_desc) != TYPEFUNC_COMPOSITE)
@@ -166,9 +163,9 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   params[claim_claimed_by] = PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3);
   nulls[claim_claimed_by] = PG_ARGISNULL(3) ? 'n' : ' ';
   params[claim_now] = TimestampTzGetDatum(now);
-  params[claim_lock_timeout] = IntervalPGetDatum(&lock_timeout);
-  params[claim_retention] = IntervalPGetDatum(&retention);
-  nulls[claim_retention] = expires ? ' ' : 'n';
+  params[claim_lock_timeout] = IntervalPGetDatum(&policy.lock_timeout);
+  params[claim_retention] = IntervalPGetDatum(&policy.retention);
+  nulls[claim_retention] = policy.expires ? ' ' : 'n';
   params[claim_seen_fence] = Datum(0);
   nulls[claim_seen_fence] = 'n';
   params[claim_seen_status] = Datum(0);
@@ -198,6 +195,8 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
     ClaimKind kind;
     if (ran == Statement::claim_insert) {
       kind = ClaimKind::new_claim;
+    } else if (ran == Statement::claim_give_up) {
+      kind = ClaimKind::final_failure;  // max_attempts reached: the key ends here
     } else if (ran != Statement::claim_observe) {
       kind = claim_kind_of(pending);  // a takeover or a new generation
     } else {
@@ -214,7 +213,9 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
           continue;
         case Action::take_over_stale:
         case Action::take_over_failed:
-          statement = Statement::claim_take_over;
+          statement = attempts_exhausted(policy, DatumGetInt32(column(row, col_attempt_count)))
+                          ? Statement::claim_give_up
+                          : Statement::claim_take_over;
           break;
         case Action::regenerate:
           statement = Statement::claim_regenerate;

@@ -8,6 +8,7 @@
 #include "key_tools.hpp"
 #include "keystore.hpp"
 #include "request_hash.hpp"
+#include "scope_policy.hpp"
 #include "stats_sql.hpp"
 #include "worker.hpp"
 #include "worker_status.hpp"
@@ -26,6 +27,9 @@ IDEM_SQL_FUNCTION(request_hash_bytea, idem::request_hash_bytea)
 
 // The key table's CHECK constraint (invariants.hpp).
 IDEM_SQL_FUNCTION(request_invariants_hold, idem::request_invariants_hold)
+
+// idem.scope_policy's statement trigger: drops every backend's policy cache.
+IDEM_SQL_FUNCTION(scope_policy_changed, idem::scope_policy_changed)
 
 // The operator's surface: counters, worker status, by-key tools.
 IDEM_SQL_FUNCTION(stats_counters, idem::stats_counters)

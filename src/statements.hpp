@@ -22,6 +22,13 @@ enum class Statement {
   lookup_key,        // the operator's tools (key_tools.cpp)
   evict_key,
   force_expire_key,
+  // ==== policy (src/scope_policy.cpp, src/completer.cpp) ====
+  claim_give_up,           // a takeover past max_attempts: failed_final instead
+  policy_load,             // every row of idem.scope_policy
+  exhaust_attempts,        // the worker: keys past max_attempts end failed_final
+  completer_candidates,    // the worker: abandoned keys due for their completer
+  completer_claim,         // the worker's own claim of one of them
+  completer_outcome,       // what the completer left: status and fence
 };
 
 // Columns of the claim statements' result rows.
