@@ -4,42 +4,42 @@
 SET idem.lock_timeout = '5min';
 SET idem.retention = '1d';
 
+-- Claims a key and shows the lock and the retention it was given.
+CREATE FUNCTION claimed(p_scope text, p_key text, p_lock interval DEFAULT NULL,
+                        p_retention interval DEFAULT NULL)
+RETURNS TABLE (kind idem.claim_kind, lock interval, kept interval) LANGUAGE sql AS $$
+  WITH c AS (SELECT * FROM idem.claim_idempotency_key(p_scope, p_key, 'h', NULL, p_lock, p_retention))
+  SELECT c.kind, c.locked_until - r.claimed_at,
+         CASE WHEN c.expires_at = 'infinity' THEN NULL ELSE c.expires_at - r.created_at END
+    FROM c, idem.lookup(p_scope, p_key) r;
+$$;
+
 -- No policy: the settings.
-SELECT locked_until - claimed_at AS lock, expires_at - created_at AS kept
-  FROM idem.claim_idempotency_key('pay', 'k0', 'h') c
-  JOIN idem.idempotency_request r ON r.scope = 'pay' AND r.key = 'k0';
+SELECT * FROM claimed('pay', 'k0');
 
 -- A policy row: in force at this session's next call.
 INSERT INTO idem.scope_policy (scope, lock_timeout, retention)
 VALUES ('pay', '30 seconds', '7 days');
-SELECT locked_until - claimed_at AS lock, expires_at - created_at AS kept
-  FROM idem.claim_idempotency_key('pay', 'k1', 'h') c
-  JOIN idem.idempotency_request r ON r.scope = 'pay' AND r.key = 'k1';
+SELECT * FROM claimed('pay', 'k1');
 -- An explicit argument wins over the policy.
-SELECT locked_until - claimed_at AS lock, expires_at - created_at AS kept
-  FROM idem.claim_idempotency_key('pay', 'k2', 'h', NULL, '2 minutes', '1 hour') c
-  JOIN idem.idempotency_request r ON r.scope = 'pay' AND r.key = 'k2';
+SELECT * FROM claimed('pay', 'k2', '2 minutes', '1 hour');
 -- A column left NULL falls through to the setting; other scopes are untouched.
 UPDATE idem.scope_policy SET lock_timeout = NULL WHERE scope = 'pay';
-SELECT locked_until - claimed_at AS lock, expires_at - created_at AS kept
-  FROM idem.claim_idempotency_key('pay', 'k3', 'h') c
-  JOIN idem.idempotency_request r ON r.scope = 'pay' AND r.key = 'k3';
-SELECT locked_until - claimed_at AS lock, expires_at - created_at AS kept
-  FROM idem.claim_idempotency_key('cart', 'k1', 'h') c
-  JOIN idem.idempotency_request r ON r.scope = 'cart' AND r.key = 'k1';
+SELECT * FROM claimed('pay', 'k3');
+SELECT * FROM claimed('cart', 'k1');
 -- keep_forever: never expires, unless the call says otherwise.
 UPDATE idem.scope_policy SET retention = NULL, keep_forever = true WHERE scope = 'pay';
-SELECT c.expires_at AS expires FROM idem.claim_idempotency_key('pay', 'k4', 'h') c;
-SELECT c.expires_at - now() AS kept FROM idem.claim_idempotency_key('pay', 'k5', 'h', NULL, NULL, '1 hour') c;
+SELECT * FROM claimed('pay', 'k4');  -- kept NULL: never expires
+SELECT * FROM claimed('pay', 'k5', NULL, '1 hour');
 -- A change rolled back is undone at once in this session too.
 BEGIN;
 UPDATE idem.scope_policy SET keep_forever = false WHERE scope = 'pay';
-SELECT c.expires_at - now() AS kept_inside FROM idem.claim_idempotency_key('pay', 'k6', 'h') c;
+SELECT * FROM claimed('pay', 'k6');
 ROLLBACK;
-SELECT c.expires_at AS expires_after_rollback FROM idem.claim_idempotency_key('pay', 'k7', 'h') c;
+SELECT * FROM claimed('pay', 'k7');
 -- A deleted row: the settings again.
 DELETE FROM idem.scope_policy WHERE scope = 'pay';
-SELECT c.expires_at - now() AS kept FROM idem.claim_idempotency_key('pay', 'k8', 'h') c;
+SELECT * FROM claimed('pay', 'k8');
 TRUNCATE idem.scope_policy;
 
 -- Bad rows are refused when written, each with its constraint.
@@ -109,7 +109,7 @@ DROP FUNCTION writer_completer(text, text, bigint, text, integer);
 REVOKE ALL ON idem.scope_policy FROM idem_policy_writer;
 DROP ROLE idem_policy_writer;
 DROP ROLE idem_watcher;
-DROP FUNCTION wrong_args(text, text), wrong_result(text, text, bigint, text, integer),
+DROP FUNCTION claimed(text, text, interval, interval), wrong_args(text, text), wrong_result(text, text, bigint, text, integer),
     good_completer(text, text, bigint, text, integer);
 -- PUBLIC has nothing.
 CREATE ROLE idem_policy_nobody LOGIN;

@@ -131,14 +131,16 @@ BEGIN
     IF NEW.completer IS NULL THEN
         RETURN NEW;
     END IF;
-    SELECT p.proowner, p.prorettype, p.proargtypes::oid[] AS args, p.prokind,
-           p.proretset, p.pronargs
+    SELECT p.proowner, p.prokind = 'f' AND NOT p.proretset
+               AND p.prorettype OPERATOR(pg_catalog.=) 'pg_catalog.void'::pg_catalog.regtype
+               AND p.proargtypes OPERATOR(pg_catalog.=) pg_catalog.array_to_string(ARRAY[
+                   'pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.text'::pg_catalog.regtype,
+                   'pg_catalog.int8'::pg_catalog.regtype, 'pg_catalog.text'::pg_catalog.regtype,
+                   'pg_catalog.int4'::pg_catalog.regtype]::pg_catalog.oid[], ' ')::pg_catalog.oidvector
+               AS fits
       INTO f
-      FROM pg_catalog.pg_proc p WHERE p.oid = NEW.completer;
-    IF f.prokind <> 'f' OR f.proretset OR f.prorettype <> 'pg_catalog.void'::pg_catalog.regtype
-       OR f.args <> ARRAY['pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.text'::pg_catalog.regtype,
-                          'pg_catalog.int8'::pg_catalog.regtype, 'pg_catalog.text'::pg_catalog.regtype,
-                          'pg_catalog.int4'::pg_catalog.regtype]::oid[] THEN
+      FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) NEW.completer;
+    IF NOT f.fits THEN
         RAISE EXCEPTION 'completer % does not have the signature of a completer', NEW.completer
             USING ERRCODE = 'P4004',
                   DETAIL = pg_catalog.format('scope "%s"', NEW.scope),
