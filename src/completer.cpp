@@ -184,7 +184,6 @@ bool run_completer(MemoryContext round_context, const Candidate &candidate,
                            Int32GetDatum(ownership.attempt_count));
     SetUserIdAndSecContext(saved_user, saved_context);
     disable_timeout(STATEMENT_TIMEOUT, false);
-    error_context_stack = error_context.previous;
     end_transaction();
   }
   PG_CATCH();
@@ -193,7 +192,6 @@ bool run_completer(MemoryContext round_context, const Candidate &candidate,
     // the key stays the worker's until its lock runs out.
     HOLD_INTERRUPTS();
     disable_timeout(STATEMENT_TIMEOUT, false);
-    error_context_stack = error_context.previous;
     MemoryContextSwitchTo(round_context);
     EmitErrorReport();
     AbortCurrentTransaction();
@@ -203,6 +201,8 @@ bool run_completer(MemoryContext round_context, const Candidate &candidate,
     succeeded = false;
   }
   PG_END_TRY();
+  // Popped only here: PG_END_TRY restores the stack as PG_TRY found it.
+  error_context_stack = error_context.previous;
   current = nullptr;
   QueryCancelPending = false;  // a timeout that fired as the completer returned
   MemoryContextSwitchTo(round_context);
@@ -240,18 +240,28 @@ bool outcome_recorded(MemoryContext round_context, const Candidate &candidate, i
 }  // namespace
 
 void run_completer_round(CompleterTotals *totals) {
-  MemoryContext round_context = CurrentMemoryContext;
+  // The worker's context after a commit is TopMemoryContext: keep the
+  // round's copies in a context of their own, emptied at each round.
+  static MemoryContext round_context = nullptr;
+  if (round_context == nullptr)
+    round_context =
+        AllocSetContextCreate(TopMemoryContext, "idem completer round", ALLOCSET_DEFAULT_SIZES);
+  MemoryContextReset(round_context);
+  MemoryContext caller_context = MemoryContextSwitchTo(round_context);
   int32 limit = worker_settings.batch_size;
   int64 exhausted = exhaust_attempts(limit);
   MemoryContextSwitchTo(round_context);
-  if (exhausted < 0) return;
+  if (exhausted < 0) {
+    MemoryContextSwitchTo(caller_context);
+    return;
+  }
   totals->exhausted += static_cast<uint64>(exhausted);
   Candidate *candidates = nullptr;
   int count = load_candidates(round_context, limit, &candidates);
   MemoryContextSwitchTo(round_context);
   for (int i = 0; i < count; ++i) {
     CHECK_FOR_INTERRUPTS();
-    if (!worker_settings.enabled) return;
+    if (!worker_settings.enabled) break;
     Ownership ownership;
     claim_for_completer(round_context, candidates[i], &ownership);
     MemoryContextSwitchTo(round_context);
@@ -264,6 +274,7 @@ void run_completer_round(CompleterTotals *totals) {
       totals->failures += 1;
     MemoryContextSwitchTo(round_context);
   }
+  MemoryContextSwitchTo(caller_context);
 }
 
 }  // namespace idem

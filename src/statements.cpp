@@ -214,8 +214,8 @@ const char *const completer_candidates_sql =
     "SELECT r.scope, r.key, r.request_hash, p.completer::pg_catalog.oid "
     "FROM idem.scope_policy p JOIN " TABLE " r ON r.scope OPERATOR(pg_catalog.=) p.scope "
     "WHERE p.completer IS NOT NULL AND " TAKEN_OVER_ABLE("r")
-    " AND COALESCE(r.locked_until, r.updated_at) OPERATOR(pg_catalog.<=) $1 "
-    "OPERATOR(pg_catalog.-) COALESCE(p.completer_delay, '0'::pg_catalog.interval) "
+    " AND COALESCE(r.locked_until, r.updated_at) OPERATOR(pg_catalog.<=) ($1 "
+    "OPERATOR(pg_catalog.-) COALESCE(p.completer_delay, '0'::pg_catalog.interval)) "
     "ORDER BY COALESCE(r.locked_until, r.updated_at) LIMIT $2";
 #undef TAKEN_OVER_ABLE
 
