@@ -44,15 +44,19 @@ struct Ownership {
 };
 IDEM_LONGJMP_SAFE(Ownership);
 
-// The key the completer is working on, for the CONTEXT of its errors.
-// Static: it must outlive a longjmp out of the completer.
-const Candidate *current = nullptr;
+// "idem completer f(...) for scope ..., key ...": the CONTEXT of the
+// completer's errors, formatted before it runs, so the callback neither
+// allocates much nor reads the catalogs while an error is being raised.
+void completer_error_context(void *label) { errcontext("%s", static_cast<const char *>(label)); }
 
-void completer_error_context(void *) {
-  if (current == nullptr) return;
-  errcontext("idem completer %s for scope \"%s\", key \"%s\"",
-             format_procedure(current->completer), TextDatumGetCString(current->scope),
-             TextDatumGetCString(current->key));
+const char *completer_label(MemoryContext round_context, const Candidate &candidate) {
+  MemoryContext previous = MemoryContextSwitchTo(round_context);
+  const char *label = psprintf("idem completer %s for scope \"%s\", key \"%s\"",
+                               format_procedure(candidate.completer),
+                               TextDatumGetCString(candidate.scope),
+                               TextDatumGetCString(candidate.key));
+  MemoryContextSwitchTo(previous);
+  return label;
 }
 
 void begin_transaction(const char *activity) {
@@ -171,10 +175,11 @@ bool run_completer(MemoryContext round_context, const Candidate &candidate,
   Oid saved_user;
   int saved_context;
   GetUserIdAndSecContext(&saved_user, &saved_context);
-  current = &candidate;
-  ErrorContextCallback error_context = {error_context_stack, completer_error_context, nullptr};
+  const char *label = completer_label(round_context, candidate);
+  ErrorContextCallback error_context = {error_context_stack, completer_error_context,
+                                        const_cast<char *>(label)};
   error_context_stack = &error_context;
-  bool succeeded = true;
+  volatile bool succeeded = true;  // set in PG_CATCH, read after it
   PG_TRY();
   {
     enable_timeout_after(STATEMENT_TIMEOUT, remaining_ms > 1 ? static_cast<int>(remaining_ms) : 1);
@@ -203,7 +208,6 @@ bool run_completer(MemoryContext round_context, const Candidate &candidate,
   PG_END_TRY();
   // Popped only here: PG_END_TRY restores the stack as PG_TRY found it.
   error_context_stack = error_context.previous;
-  current = nullptr;
   QueryCancelPending = false;  // a timeout that fired as the completer returned
   MemoryContextSwitchTo(round_context);
   return succeeded;
@@ -227,13 +231,14 @@ bool outcome_recorded(MemoryContext round_context, const Candidate &candidate, i
     return BoolGetDatum(done);
   }));
   MemoryContextSwitchTo(transaction_context);
-  end_transaction();
+  // Inside the transaction: format_procedure reads the catalogs.
   if (!recorded)
     ereport(LOG, (errmsg("idem completer %s recorded no outcome for scope \"%s\", key \"%s\"",
                          format_procedure(candidate.completer),
                          TextDatumGetCString(candidate.scope), TextDatumGetCString(candidate.key)),
                   errdetail("The key stays processing until its lock runs out; a later round "
                             "tries again.")));
+  end_transaction();
   return recorded;
 }
 
