@@ -1,6 +1,6 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(69);
+SELECT plan(75);
 
 SELECT has_schema('idem');
 SELECT has_extension('idem');
@@ -110,6 +110,15 @@ SELECT function_privs_are('idem', 'mark_succeeded', ARRAY['text', 'text', 'bigin
 SELECT function_privs_are('idem', 'purge_expired', ARRAY['integer'], 'public', ARRAY[]::text[], 'PUBLIC cannot purge');
 SELECT function_privs_are('idem', 'request_hash', ARRAY['jsonb'], 'public', ARRAY['EXECUTE'], 'PUBLIC may hash');
 SELECT schema_privs_are('idem', 'public', ARRAY['USAGE'], 'PUBLIC may use the schema');
+
+-- idem.scope_policy (docs/policy.md): not PUBLIC, readable by pg_monitor.
+SELECT has_table('idem', 'scope_policy', 'the per-scope policy table exists');
+SELECT columns_are('idem', 'scope_policy', ARRAY['scope', 'lock_timeout', 'retention', 'keep_forever',
+    'max_attempts', 'bind_lock_to_session', 'completer', 'completer_delay'], 'scope_policy has the columns of the contract');
+SELECT col_type_is('idem', 'scope_policy', 'completer', 'regprocedure', 'a completer is a regprocedure');
+SELECT table_privs_are('idem', 'scope_policy', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on scope_policy');
+SELECT table_privs_are('idem', 'scope_policy', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads scope_policy');
+SELECT has_column('idem', 'key_health', 'awaiting_completer', 'key_health counts the keys awaiting a completer');
 
 SELECT * FROM finish();
 ROLLBACK;
