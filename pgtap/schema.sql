@@ -1,6 +1,6 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(75);
+SELECT plan(74);
 
 SELECT has_schema('idem');
 SELECT has_extension('idem');
@@ -118,7 +118,6 @@ SELECT columns_are('idem', 'scope_policy', ARRAY['scope', 'lock_timeout', 'reten
 SELECT col_type_is('idem', 'scope_policy', 'completer', 'regprocedure', 'a completer is a regprocedure');
 SELECT table_privs_are('idem', 'scope_policy', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on scope_policy');
 SELECT table_privs_are('idem', 'scope_policy', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads scope_policy');
-SELECT has_column('idem', 'key_health', 'awaiting_completer', 'key_health counts the keys awaiting a completer');
 
 SELECT * FROM finish();
 ROLLBACK;
