@@ -1,6 +1,6 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(110);
+SELECT plan(115);
 
 SELECT has_schema('idem');
 SELECT has_extension('idem');
@@ -170,6 +170,13 @@ SELECT function_privs_are('idem', 'consume_once', ARRAY['text', 'text', 'text', 
 SELECT function_privs_are('idem', 'outbox_put', ARRAY['text', 'text', 'text', 'jsonb', 'text', 'text', 'jsonb', 'timestamp with time zone'], 'public', ARRAY[]::text[], 'PUBLIC cannot put');
 SELECT function_privs_are('idem', 'outbox_lease', ARRAY['integer', 'interval', 'text[]'], 'public', ARRAY[]::text[], 'PUBLIC cannot lease');
 -- ==== end inbox ====
+-- idem.scope_policy (docs/policy.md): not PUBLIC, readable by pg_monitor.
+SELECT has_table('idem', 'scope_policy', 'the per-scope policy table exists');
+SELECT columns_are('idem', 'scope_policy', ARRAY['scope', 'lock_timeout', 'retention', 'keep_forever',
+    'max_attempts', 'bind_lock_to_session', 'completer', 'completer_delay'], 'scope_policy has the columns of the contract');
+SELECT col_type_is('idem', 'scope_policy', 'completer', 'regprocedure', 'a completer is a regprocedure');
+SELECT table_privs_are('idem', 'scope_policy', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on scope_policy');
+SELECT table_privs_are('idem', 'scope_policy', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads scope_policy');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -6,7 +6,7 @@ SELECT has_view('idem', 'stats', 'idem.stats exists');
 SELECT has_view('idem', 'key_health', 'idem.key_health exists');
 SELECT has_view('idem', 'key_summary', 'idem.key_summary exists');
 SELECT columns_are('idem', 'key_health', ARRAY['scope', 'processing', 'stuck', 'oldest_processing_age',
-  'expired_unpurged', 'oldest_expired_age'], 'key_health has the documented columns');
+  'expired_unpurged', 'oldest_expired_age', 'awaiting_completer'], 'key_health has the documented columns');
 SELECT columns_are('idem', 'key_summary', ARRAY['scope', 'total', 'processing', 'succeeded',
   'failed_retryable', 'failed_final', 'stuck', 'oldest_processing_age', 'expired_unpurged',
   'oldest_expired_age'], 'key_summary has the documented columns');

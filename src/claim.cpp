@@ -4,13 +4,13 @@
 // takeover is a compare-and-swap on what was observed.
 #include "claim.hpp"
 
-#include "session_binding.hpp"
-#include "wait_slots.hpp"
 #include "errors.hpp"
 #include "keystore.hpp"
-#include "settings.hpp"
+#include "scope_policy.hpp"
+#include "session_binding.hpp"
 #include "spi_session.hpp"
 #include "stats.hpp"
+#include "wait_slots.hpp"
 
 namespace idem {
 
@@ -155,11 +155,9 @@ void prepare_claim(FunctionCallInfo fcinfo, int first_option_arg, ClaimRequest *
   text *request_hash = require_text(fcinfo, 2, sqlstate::request_hash_invalid,
                                     "request_hash", request->name);
   TimestampTz now = GetCurrentTimestamp();
-  interval_or_setting(fcinfo, first_option_arg + 1, "lock_timeout", settings.lock_timeout_ms,
-                      1000, now, request->name, &request->lock_timeout);
-  bool expires = interval_or_setting(fcinfo, first_option_arg + 2, "retention",
-                                     settings.retention_s, USECS_PER_SEC, now, request->name,
-                                     &request->retention);
+  // The argument, else the scope's policy, else the setting (scope_policy.hpp).
+  resolve_claim_policy(fcinfo, first_option_arg + 1, scope, now, request->name,
+                       &request->policy);
 
   if (get_call_result_type(fcinfo, nullptr, &request->result_desc) != TYPEFUNC_COMPOSITE)
     throw Error(sqlstate::internal, "a claim must return idem.claim");
@@ -175,12 +173,12 @@ void prepare_claim(FunctionCallInfo fcinfo, int first_option_arg, ClaimRequest *
   params[claim_claimed_by] = no_claimed_by ? Datum(0) : PG_GETARG_DATUM(first_option_arg);
   nulls[claim_claimed_by] = no_claimed_by ? 'n' : ' ';
   params[claim_now] = TimestampTzGetDatum(now);
-  params[claim_lock_timeout] = IntervalPGetDatum(&request->lock_timeout);
-  params[claim_retention] = IntervalPGetDatum(&request->retention);
-  nulls[claim_retention] = expires ? ' ' : 'n';
+  params[claim_lock_timeout] = IntervalPGetDatum(&request->policy.lock_timeout);
+  params[claim_retention] = IntervalPGetDatum(&request->policy.retention);
+  nulls[claim_retention] = request->policy.expires ? ' ' : 'n';
   request->stripe = wait_slots::stripe_of(scope, key);
   request->key_table_has_binding = key_table_has_binding();
-  bool bind = session_binding::wanted();
+  bool bind = bind_lock_to_session_for(scope, session_binding::wanted());
   if (bind && !request->key_table_has_binding)
     throw_key_error(sqlstate::not_preloaded,
                     "idem.bind_lock_to_session needs the extension's 1.1 key table",
@@ -227,6 +225,8 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
     ClaimKind kind;
     if (ran == Statement::claim_insert) {
       kind = ClaimKind::new_claim;
+    } else if (ran == Statement::claim_give_up) {
+      kind = ClaimKind::final_failure;  // max_attempts reached: the key ends here
     } else if (ran != Statement::claim_observe) {
       kind = claim_kind_of(pending);  // a takeover or a new generation
     } else {
@@ -245,7 +245,9 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
           continue;
         case Action::take_over_stale:
         case Action::take_over_failed:
-          statement = Statement::claim_take_over;
+          statement = attempts_exhausted(request->policy, DatumGetInt32(column(row, col_attempt_count)))
+                          ? Statement::claim_give_up
+                          : Statement::claim_take_over;
           break;
         case Action::regenerate:
           statement = Statement::claim_regenerate;

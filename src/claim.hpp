@@ -4,6 +4,7 @@
 
 #include "arguments.hpp"
 #include "classify.hpp"
+#include "scope_policy.hpp"
 #include "statements.hpp"
 
 namespace idem {
@@ -14,8 +15,7 @@ struct ClaimRequest {
   char nulls[claim_param_count];
   KeyName name;
   TupleDesc result_desc;
-  Interval lock_timeout;
-  Interval retention;
+  ClaimPolicy policy;  // lock_timeout, retention, max_attempts (scope_policy.hpp)
   uint32 stripe;  // the key's wait stripe (wait_slots.hpp)
   bool key_table_has_binding;  // false before ALTER EXTENSION idem UPDATE to 1.1
 };

@@ -31,6 +31,16 @@ inline uint32 extension_wait_event(const char *name) {
 #endif
 }
 
+// 16 replaced pg_proc_aclcheck by object_aclcheck (utils/acl.h, included
+// by pg.hpp).
+inline bool may_execute(Oid function, Oid role) {
+#if PG_VERSION_NUM >= 160000
+  return object_aclcheck(ProcedureRelationId, function, role, ACL_EXECUTE) == ACLCHECK_OK;
+#else
+  return pg_proc_aclcheck(function, role, ACL_EXECUTE) == ACLCHECK_OK;
+#endif
+}
+
 }  // namespace idem::compat
 
 // The magic block. From 18 it also names the module and its version, which

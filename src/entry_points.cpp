@@ -10,6 +10,7 @@
 #include "request_durations.hpp"
 #include "request_hash.hpp"
 #include "statement_memo.hpp"
+#include "scope_policy.hpp"
 #include "stats_sql.hpp"
 #include "worker.hpp"
 #include "worker_status.hpp"
@@ -31,6 +32,9 @@ IDEM_SQL_FUNCTION(typical_duration, idem::typical_duration)
 
 // The key table's CHECK constraint (invariants.hpp).
 IDEM_SQL_FUNCTION(request_invariants_hold, idem::request_invariants_hold)
+
+// idem.scope_policy's statement trigger: drops every backend's policy cache.
+IDEM_SQL_FUNCTION(scope_policy_changed, idem::scope_policy_changed)
 
 // The operator's surface: counters, worker status, by-key tools.
 IDEM_SQL_FUNCTION(stats_counters, idem::stats_counters)

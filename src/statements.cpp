@@ -67,20 +67,21 @@ namespace {
 // anyone changed the row since, nothing matches and the claim looks again.
 // A processing row is stale when its lock ran out, or when it is bound to
 // the session $11 the claim found dead (session_binding.hpp).
+#define TAKE_OVER_CAS(BOUND_ENDED)                                                         \
+  BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $8 "                                         \
+  "AND r.status OPERATOR(pg_catalog.=) $9::idem.idempotency_status "                       \
+  "AND r.request_hash OPERATOR(pg_catalog.=) $3 "                                          \
+  "AND (r.status OPERATOR(pg_catalog.=) " STATUS("failed_retryable")                       \
+  " AND r.expires_at OPERATOR(pg_catalog.>) $5 "                                           \
+  "OR r.status OPERATOR(pg_catalog.=) " STATUS("processing")                               \
+  " AND (r.locked_until OPERATOR(pg_catalog.<=) $5" BOUND_ENDED ")) "
 #define TAKE_OVER_SQL(BOUND, SET_BOUND, BOUND_ENDED)                                       \
   "UPDATE " TABLE " AS r SET status = " STATUS("processing") ", fence = " NEXT_FENCE        \
   ", attempt_count = r.attempt_count OPERATOR(pg_catalog.+) 1, claimed_by = $4, "          \
   "claimed_at = $5, locked_until = " CLAIM_LOCKED_UNTIL ", updated_at = $5, "              \
   "finished_at = NULL, response_code = NULL, response_body = NULL, " SET_BOUND             \
   "expires_at = GREATEST(r.expires_at, " CLAIM_EXPIRES_AT ") "                             \
-  "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $8 "                                \
-  "AND r.status OPERATOR(pg_catalog.=) $9::idem.idempotency_status "                       \
-  "AND r.request_hash OPERATOR(pg_catalog.=) $3 "                                          \
-  "AND (r.status OPERATOR(pg_catalog.=) " STATUS("failed_retryable")                       \
-  " AND r.expires_at OPERATOR(pg_catalog.>) $5 "                                           \
-  "OR r.status OPERATOR(pg_catalog.=) " STATUS("processing")                               \
-  " AND (r.locked_until OPERATOR(pg_catalog.<=) $5" BOUND_ENDED ")) "                      \
-  "RETURNING false, " CLAIM_ROW_COLUMNS(BOUND)
+  "WHERE " TAKE_OVER_CAS(BOUND_ENDED) "RETURNING false, " CLAIM_ROW_COLUMNS(BOUND)
 
 #define REGENERATE_SQL(BOUND, SET_BOUND)                                                   \
   "UPDATE " TABLE " AS r SET request_hash = $3, status = " STATUS("processing")             \
@@ -211,6 +212,61 @@ const char *const extend_lock_sql =
     "WHERE " BY_KEY " AND r.fence OPERATOR(pg_catalog.=) $3 AND " OWNED_AT_4 " "
     "RETURNING r.locked_until";
 
+// ==== policy ====
+// The takeover's compare-and-swap, ending the key instead of granting it:
+// the claim that would start attempt max_attempts + 1 (scope_policy.cpp).
+const char *const claim_give_up_sql =
+    "UPDATE " TABLE " AS r SET status = " STATUS("failed_final")
+    ", failure_code = 'too_many_attempts', "
+    "failure_message = 'the key reached its scope''s max_attempts', "
+    "locked_until = NULL, bound_session = NULL, finished_at = $5, updated_at = $5 "
+    "WHERE " TAKE_OVER_CAS(BOUND_ENDED_11) "RETURNING false, " CLAIM_ROW_COLUMNS(BOUND_11);
+
+const char *const policy_load_sql =
+    "SELECT p.scope, p.lock_timeout, p.retention, p.keep_forever, p.max_attempts, "
+    "p.bind_lock_to_session FROM idem.scope_policy p";
+
+// Abandoned keys (swept, or processing with the lock run out) that used up
+// their scope's max_attempts: what the next claim would record, recorded by
+// the worker ($1 now, $2 batch limit), so neither the sweeper nor the
+// completer tries them again.
+#define TAKEN_OVER_ABLE(r)                                                            \
+  "(" r ".status OPERATOR(pg_catalog.=) " STATUS("processing") " AND " r              \
+  ".locked_until OPERATOR(pg_catalog.<=) $1 OR " r ".status OPERATOR(pg_catalog.=) "  \
+  STATUS("failed_retryable") " AND " r ".failure_code OPERATOR(pg_catalog.=) "        \
+  "'abandoned'::pg_catalog.text) AND " r ".expires_at OPERATOR(pg_catalog.>) $1"
+const char *const exhaust_attempts_sql =
+    "WITH done AS (SELECT s.ctid AS tid FROM " TABLE " s JOIN idem.scope_policy p "
+    "ON p.scope OPERATOR(pg_catalog.=) s.scope "
+    "WHERE " TAKEN_OVER_ABLE("s") " AND s.attempt_count OPERATOR(pg_catalog.>=) p.max_attempts "
+    "LIMIT $2 FOR UPDATE OF s SKIP LOCKED) "
+    "UPDATE " TABLE " AS r SET status = " STATUS("failed_final")
+    ", failure_code = 'too_many_attempts', "
+    "failure_message = 'the key reached its scope''s max_attempts', "
+    "locked_until = NULL, finished_at = $1, updated_at = $1 "
+    "WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT done.tid FROM done))";
+
+// Oldest first; "older than completer_delay" counts from the end of the
+// lock, or from the sweep for a swept key.
+const char *const completer_candidates_sql =
+    "SELECT r.scope, r.key, r.request_hash, p.completer::pg_catalog.oid "
+    "FROM idem.scope_policy p JOIN " TABLE " r ON r.scope OPERATOR(pg_catalog.=) p.scope "
+    "WHERE p.completer IS NOT NULL AND " TAKEN_OVER_ABLE("r")
+    " AND COALESCE(r.locked_until, r.updated_at) OPERATOR(pg_catalog.<=) ($1 "
+    "OPERATOR(pg_catalog.-) COALESCE(p.completer_delay, '0'::pg_catalog.interval)) "
+    "ORDER BY COALESCE(r.locked_until, r.updated_at) LIMIT $2";
+#undef TAKEN_OVER_ABLE
+
+// The worker claims as a client would (precedence, max_attempts, the
+// compare-and-swap): exactly one of it and a late retry owns the key.
+const char *const completer_claim_sql =
+    "SELECT c.kind::pg_catalog.text, c.fence, c.recovery_point, c.attempt_count, c.locked_until "
+    "FROM idem.claim_idempotency_key($1, $2, $3, 'idem completer') c";
+
+const char *const completer_outcome_sql =
+    "SELECT r.status::pg_catalog.text, r.fence FROM " TABLE " r WHERE " BY_KEY;
+
+
 
 constexpr int max_params = 11;
 
@@ -266,11 +322,17 @@ const StatementSpec specs[] = {
     {take_over_10_sql, claim_param_count, CLAIM_PARAM_TYPES, SPI_OK_UPDATE_RETURNING},
     {regenerate_10_sql, claim_param_count, CLAIM_PARAM_TYPES, SPI_OK_UPDATE_RETURNING},
     {sweep_stale_10_sql, 3, {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID}, SPI_OK_UPDATE},
+    {claim_give_up_sql, claim_param_count, CLAIM_PARAM_TYPES, SPI_OK_UPDATE_RETURNING},
+    {policy_load_sql, 0, {}, SPI_OK_SELECT},
+    {exhaust_attempts_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_UPDATE},
+    {completer_candidates_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
+    {completer_claim_sql, 3, {TEXTOID, TEXTOID, TEXTOID}, SPI_OK_SELECT},
+    {completer_outcome_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
 };
 #undef CLAIM_PARAM_TYPES
 
 constexpr int statement_count = sizeof specs / sizeof specs[0];
-static_assert(statement_count == static_cast<int>(Statement::sweep_stale_10) + 1,
+static_assert(statement_count == static_cast<int>(Statement::completer_outcome) + 1,
               "one spec per Statement");
 
 // Kept plans live for the backend's life; Postgres replans them by name

@@ -33,6 +33,13 @@ enum class Statement {
   claim_take_over_10,
   claim_regenerate_10,
   sweep_stale_10,
+  // ==== policy (src/scope_policy.cpp, src/completer.cpp) ====
+  claim_give_up,           // a takeover past max_attempts: failed_final instead
+  policy_load,             // every row of idem.scope_policy
+  exhaust_attempts,        // the worker: keys past max_attempts end failed_final
+  completer_candidates,    // the worker: abandoned keys due for their completer
+  completer_claim,         // the worker's own claim of one of them
+  completer_outcome,       // what the completer left: status and fence
 };
 
 // Columns of the claim statements' result rows.

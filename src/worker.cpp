@@ -8,6 +8,7 @@
 // lives on and never turns an error into a restart loop. C++ exceptions from
 // the shared batch code are turned into Postgres errors by run_guarded inside
 // that PG_TRY. SIGTERM (die) and postmaster death end the process directly.
+#include "completer.hpp"
 #include "guard.hpp"
 #include "maintenance.hpp"
 #include "message_maintenance.hpp"
@@ -184,6 +185,19 @@ bool drain(Statement statement, uint64 *total, const char *activity) {
   }
 }
 
+// Keys past max_attempts, then at most idem.batch_size completers, logged
+// when they did anything.
+void run_policy_step() {
+  CompleterTotals totals = {0, 0, 0, 0};
+  run_completer_round(&totals);
+  if (totals.exhausted != 0 || totals.runs != 0)
+    ereport(LOG, (errmsg("idem worker for database \"%s\": ended " UINT64_FORMAT
+                         " keys past max_attempts; ran " UINT64_FORMAT " completers: "
+                         UINT64_FORMAT " recorded an outcome, " UINT64_FORMAT " failed",
+                         my_database, totals.exhausted, totals.runs, totals.successes,
+                         totals.failures)));
+}
+
 // Names the database in the CONTEXT line of any error a round raises.
 void round_error_context(void *) {
   errcontext("idem worker round in database \"%s\"", my_database);
@@ -201,12 +215,14 @@ void run_round() {
   error_context_stack = &error_context;
   PG_TRY();
   {
-    if (drain(Statement::sweep_stale, &round_totals.swept, "idem: sweeping stale keys") &&
-        drain(Statement::purge_expired, &round_totals.purged, "idem: purging expired keys"))
-      // inbox: consumed messages and published events (message_maintenance.hpp)
-      for (Statement purge : message_purges)
-        if (!drain(purge, &round_totals.messages, "idem: purging consumed messages and events"))
-          break;
+    if (drain(Statement::sweep_stale, &round_totals.swept, "idem: sweeping stale keys")) {
+      run_policy_step();  // max_attempts and the completers (completer.hpp)
+      if (drain(Statement::purge_expired, &round_totals.purged, "idem: purging expired keys"))
+        // inbox: consumed messages and published events (message_maintenance.hpp)
+        for (Statement purge : message_purges)
+          if (!drain(purge, &round_totals.messages, "idem: purging consumed messages and events"))
+            break;
+    }
   }
   PG_CATCH();
   {

@@ -336,6 +336,15 @@ like($schema{fresh}, qr/CONSTRAINT idempotency_request_invariants CHECK \(idem\.
 is($schema{stepwise}, $schema{fresh}, 'CREATE EXTENSION idem and 1.0 + ALTER EXTENSION UPDATE build the same schema');
 is(check_constraints('fresh'), 'idempotency_request_invariants', 'a fresh install validates its constraint');
 
+# ---- 1.1's scope policy after ALTER EXTENSION UPDATE ----
+sql($db, q{INSERT INTO idem.scope_policy (scope, lock_timeout, max_attempts) VALUES ('up_policy', '42 seconds', 1)});
+is(sql($db, q{WITH c AS (SELECT * FROM idem.claim_idempotency_key('up_policy', 'k', 'h'))
+              SELECT c.locked_until - r.claimed_at FROM c, idem.lookup('up_policy', 'k') r}),
+	'00:00:42', 'after the update, a scope policy sets the lock of a claim');
+sql($db, q{UPDATE idem.idempotency_request SET locked_until = now() - interval '1 second' WHERE scope = 'up_policy'});
+is(sql($db, q{SELECT kind || ' ' || failure_code FROM idem.claim_idempotency_key('up_policy', 'k', 'h')}),
+	'final_failure too_many_attempts', 'and its max_attempts ends a key');
+
 # ---- the contract suites on an updated install ----
 my $contract = 'contract';
 create_database($contract);

@@ -1,0 +1,24 @@
+// The completer (docs/policy.md, Brandur's "completer"): in each worker round,
+// after the sweep, keys past their scope's max_attempts are ended, then the
+// abandoned keys of scopes with a completer are claimed by the worker and
+// driven to their end by that function, run as its owner.
+#pragma once
+
+#include "pg.hpp"
+
+namespace idem {
+
+struct CompleterTotals {
+  uint64 exhausted;  // keys ended as too_many_attempts
+  uint64 runs;       // completers called
+  uint64 successes;  // ... that recorded an outcome
+  uint64 failures;   // ... that raised, timed out, or recorded nothing
+};
+IDEM_LONGJMP_SAFE(CompleterTotals);
+
+// Runs outside any transaction, in the worker; at most idem.batch_size
+// completers. Does nothing where idem.scope_policy does not exist (a 1.0
+// schema). Errors of a completer are logged and counted, never raised.
+void run_completer_round(CompleterTotals *totals);
+
+}  // namespace idem
