@@ -32,6 +32,16 @@ EXCEPTION WHEN OTHERS THEN
   RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
 
+-- The WAL records this backend wrote while running a query (EXPLAIN's WAL
+-- option), so that another process writing WAL at the same time (autovacuum,
+-- a checkpoint) cannot change the answer, as the cluster's LSN would.
+CREATE FUNCTION wal_records_of(query text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE plan json;
+BEGIN
+  EXECUTE 'EXPLAIN (ANALYZE, WAL, FORMAT JSON) ' || query INTO plan;
+  RETURN (plan -> 0 -> 'Plan' ->> 'WAL Records')::bigint;
+END $$;
+
 -- Ages a key as if time had passed: its lock and/or its expiry are over.
 CREATE FUNCTION age_key(p_scope text, p_key text, lock_over boolean, expired boolean)
 RETURNS void LANGUAGE sql AS $$
