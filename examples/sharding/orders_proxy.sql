@@ -3,7 +3,7 @@
 -- of its (scope, key), routed by the same idem.shard_hash as idem's own
 -- calls, so a key, its recovery points, its order, audit row and receipt
 -- job commit together on one shard. Every shard holds shop.sql; each
--- routed call is one transaction there, which is why phase 4 (receipt job
+-- routed call is one transaction there, which is why phase 4 (receipt event
 -- + final mark) is the one call shop.stage_receipt_and_finish.
 CREATE SCHEMA shop;
 

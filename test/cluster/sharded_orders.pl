@@ -2,7 +2,7 @@
 # (examples/orders/shop.sql, charging at one provider through dblink), a
 # PL/Proxy database with proxy.sql and orders_proxy.sql. Requests run their
 # phases through the proxy; one dies after phase 2 and its retry resumes
-# there. Each key, its order, audit rows and receipt job live on the shard
+# there. Each key, its order, audit rows and receipt event (idem's outbox) live on the shard
 # its hash names and nowhere else; each card is charged once; a retry of a
 # finished request replays its answer.
 use strict;
@@ -88,13 +88,13 @@ for my $n (1 .. $orders_count) {
 			    || '/' || (SELECT count(*) FROM shop.orders WHERE idempotency_key = 'order-$n' AND status = 'paid')
 			    || '/' || (SELECT count(*) FROM shop.audit_log a JOIN shop.orders o ON o.id = a.order_id
 			                WHERE o.idempotency_key = 'order-$n')
-			    || '/' || (SELECT count(*) FROM shop.staged_jobs j JOIN shop.orders o ON o.id = (j.args->>'order_id')::bigint
-			                WHERE o.idempotency_key = 'order-$n')});
+			    || '/' || (SELECT count(*) FROM idem.outbox_event e
+			                WHERE e.key = 'order-$n' AND e.event_type = 'receipt')});
 		my $expected = $i == $home ? '1/1/1/1' : '0/0/0/0';
 		$misplaced++ if $found ne $expected;
 	}
 }
-is($misplaced, 0, 'each key, its order, audit row and receipt job are on its shard, and only there');
+is($misplaced, 0, 'each key, its order, audit row and receipt event are on its shard, and only there');
 is($provider->safe_psql('provider', 'SELECT count(*) || \'/\' || count(DISTINCT idempotency_key) FROM psp.charges'),
 	"$orders_count/$orders_count", 'each order was charged once (the resumed one too)');
 my $replays = grep { my $c = claim($_, (/(\d+)$/)[0]); $c->{kind} eq 'replay_success' && $c->{body} eq $answer{$_} } keys %answer;

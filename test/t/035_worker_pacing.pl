@@ -35,8 +35,9 @@ sub rows_left {
 	return $node->safe_psql('postgres', "SELECT count(*) FROM idem.idempotency_request WHERE scope = '$s'");
 }
 
-# --- 1,000 rows in batches of 100 with 300 ms pauses: one sweep batch (empty)
-# and 11 purge batches (the last one empty), 10 pauses after the full ones,
+# --- 1,000 rows in batches of 100 with 300 ms pauses: one sweep batch (empty),
+# 11 purge batches (the last one empty) and one empty batch each for the
+# inbox and outbox purges: 14 in all, 10 pauses after the full ones,
 # so the round lasts at least 3 s.
 add_expired('paced', 1000);
 set_and_reload('idem.batch_size', 100);
@@ -47,8 +48,8 @@ ok( $node->poll_query_until('postgres',
 		q{SELECT count(*) = 0 FROM idem.idempotency_request WHERE scope = 'paced'}),
 	'the paced worker purged the backlog');
 my $round;
-ok( wait_for_log_match($node, qr/purged 1000 expired keys in [0-9.]+ ms \(12 batches\)/, $log_offset),
-	'in one round of 1 + 11 batches');
+ok( wait_for_log_match($node, qr/purged 1000 expired keys in [0-9.]+ ms \(14 batches\)/, $log_offset),
+	'in one round of 1 + 11 + 1 + 1 batches');
 ($round) = slurp_file($node->logfile, $log_offset) =~ /purged 1000 expired keys in ([0-9.]+) ms/;
 note "round of 1,000 rows at 300 ms per batch of 100: $round ms";
 cmp_ok($round, '>=', 3000, 'which lasted at least its 10 pauses of 300 ms');

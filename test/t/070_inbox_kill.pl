@@ -4,7 +4,15 @@
 # Meanwhile consumers are killed with SIGKILL while their transaction is
 # open (their replacement redelivers the unacknowledged message), and the
 # server is stopped with -m immediate (every backend killed, crash recovery
-# at the start); consumers reconnect and redeliver. At the end every message has exactly one effect.
+# at the start); consumers reconnect and redeliver. At the end every message
+# has exactly one effect.
+#
+# The faults are made to land, not hoped for: a consumer to be killed is
+# told so by a hold file, and stops inside its next transaction right after
+# consume_once (uncommitted); the test waits until pg_stat_activity shows
+# that backend idle in its transaction, then kills the consumer. And no
+# consumer starts its last delivery before the faults are done, so the
+# stream is still running for every one of them.
 use strict;
 use warnings;
 use FindBin;
@@ -44,6 +52,10 @@ sub consume {
 	my $at = $acked;
 	while ($at < @{ $share[$i] }) {
 		my $m = $share[$i][$at];
+		# The gate before the last delivery: until the faults are done (or
+		# this consumer is the next one to be killed).
+		Time::HiRes::sleep(0.01)
+		  while $at == $#{ $share[$i] } && !-e "$dir/faults-done" && !-e "$dir/hold-$i";
 		my $ok = eval {
 			$dbh //= connect_or_die($node);
 			$dbh->do("SET application_name = 'consumer-$i'");
@@ -51,6 +63,8 @@ sub consume {
 			my ($new) = $dbh->selectrow_array(
 				q{SELECT idem.consume_once('stream', ?, idem.request_hash(jsonb_build_object('m', ?::int)))},
 				undef, "m$m", $m);
+			# Told to die here: stay in the open transaction until killed.
+			Time::HiRes::sleep(0.01) while -e "$dir/hold-$i";
 			$dbh->do('INSERT INTO effects (scope, key, fence, client) VALUES (?, ?, 0, ?)',
 				undef, 'stream', "m$m", $i) if $new;
 			$dbh->commit;
@@ -79,49 +93,50 @@ sub spawn {
 
 my %pid_of = map { $_ => spawn($_) } 0 .. $consumers - 1;
 
-# A consumer (or its backend) inside an open transaction, by pg_stat_activity.
-sub in_transaction {
-	my $row = $node->safe_psql('proof', q{SELECT pid, application_name FROM pg_stat_activity
-		WHERE application_name LIKE 'consumer-%' AND state IN ('idle in transaction', 'active')
-		  AND xact_start IS NOT NULL ORDER BY random() LIMIT 1});
-	return split /\|/, $row;
+# Consumer $i, held inside its transaction after consume_once: waits (with
+# the default deadline) until its backend is idle in that transaction.
+sub hold_in_transaction {
+	my ($i) = @_;
+	open my $hold, '>', "$dir/hold-$i" or die "$dir/hold-$i: $!";
+	close $hold;
+	return $node->poll_query_until('proof', qq{SELECT count(*) = 1 FROM pg_stat_activity
+		WHERE application_name = 'consumer-$i' AND state = 'idle in transaction'});
 }
 
-# The faults, interleaved so that both happen while the stream is running.
+# The faults, interleaved so that both happen while the stream is running
+# (the gate keeps every consumer in it until faults-done exists).
 my @plan = (('server', ('client') x ($client_kills / 2)) x 2);
 my ($killed_clients, $killed_servers) = (0, 0);
-my $deadline = now() + $PostgreSQL::Test::Utils::timeout_default;
-my %exit_of;    # consumers reaped early, by index
-while (@plan && now() < $deadline) {
-	if ($plan[0] eq 'server') {
+my $victim = 0;
+for my $fault (@plan) {
+	if ($fault eq 'server') {
 		# The whole server, killed while the consumers are in their transactions.
 		$node->stop('immediate');
 		$node->start;
-		shift @plan;
 		$killed_servers++;
 		next;
 	}
-	my ($backend, $name) = eval { in_transaction() };
-	next unless $backend;
-	my ($i) = $name =~ /consumer-(\d+)/;
-	if (waitpid($pid_of{$i}, POSIX::WNOHANG()) != 0) {
-		$exit_of{$i} = $?;
+	$victim = ($victim + 5) % $consumers;    # a different consumer each time
+	if (!hold_in_transaction($victim)) {
+		unlink "$dir/hold-$victim";
+		diag("consumer $victim was not seen in its transaction");
 		next;
 	}
-	kill 'KILL', $pid_of{$i};
-	waitpid($pid_of{$i}, 0);
-	$pid_of{$i} = spawn($i);
-	shift @plan;
+	kill 'KILL', $pid_of{$victim};
+	waitpid($pid_of{$victim}, 0);
+	unlink "$dir/hold-$victim" or die "hold-$victim: $!";
+	$pid_of{$victim} = spawn($victim);
 	$killed_clients++;
 }
+open my $done, '>', "$dir/faults-done" or die "$dir/faults-done: $!";
+close $done;
 is($killed_clients, $client_kills, "$client_kills consumers killed with SIGKILL inside a transaction");
 is($killed_servers, $server_kills, "the server was stopped -m immediate and started $server_kills times");
 
 my $failed = 0;
 for my $i (keys %pid_of) {
-	my $status = $exit_of{$i};
-	unless (defined $status) { waitpid($pid_of{$i}, 0); $status = $? }
-	$failed++ if $status != 0;
+	waitpid($pid_of{$i}, 0);
+	$failed++ if $? != 0;
 }
 is($failed, 0, 'every consumer acknowledged its whole share');
 
