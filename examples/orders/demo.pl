@@ -55,6 +55,13 @@ my ($receipts, $wrong_receipts) = $ledger->receipts;
 printf "   receipts at the provider %d: %s\n", $receipts,
     (@$wrong_receipts ? join('; ', @$wrong_receipts) : 'exactly one per paid order');
 $failures += @$wrong_receipts;
+for my $s (grep { $_->{abandon} } @Orders::Scenarios::ALL) {
+    my $order_id = $stories->result($s->{name})->{counts}{order_ids}[0];
+    my $n = $ledger->receipts_for_order($order_id);
+    printf "   receipt for order #%d, finished by the completer (%s): %d %s\n", $order_id, $s->{key}, $n,
+        $n == 1 ? 'sent exactly once' : 'WRONG';
+    $failures++ unless $n == 1;
+}
 
 my $totals = $ledger->totals;
 my $problems = $ledger->reconcile;
