@@ -156,6 +156,11 @@ sub abandoned {
     die "the attempt was meant to crash\n" if $response;
     $client->note(kind => 'gone', text => 'the client is gone: it never retries');
     $self->after_crash($s, $timeline);
+    # The worker stays off during the other scenarios, whose clients do come
+    # back (its sweeper would race their retries); it is switched on here
+    # and back off once the key has ended.
+    my ($enabled) = $shop->selectrow_array(q{SELECT current_setting('idem.worker_enabled')});
+    $self->switch_worker($timeline, 'on') if $enabled eq 'off';
     my ($delay) = $shop->selectrow_array(
         'SELECT extract(epoch FROM completer_delay)::float8 FROM idem.scope_policy WHERE scope = ?',
         undef, $SCOPE);
@@ -167,6 +172,7 @@ sub abandoned {
         sleep 0.1;
         $state = $ledger->key_state($SCOPE, $s->{key});
     }
+    $self->switch_worker($timeline, 'off') if $enabled eq 'off';
     die "the completer did not finish $s->{key} in time: key $state->{status} at $state->{recovery_point}\n"
         unless $ended->($state);
     my $stored = $shop->selectrow_hashref(
@@ -183,6 +189,16 @@ sub abandoned {
                           . 'the order: %d), phase 3, receipt job staged with the final mark: key %s with %s',
                           $counts->{charges}, $state->{status}, $stored->{code}));
     return {final => $stored, responses => [], attempts => $client->{attempts}};
+}
+
+# idem.worker_enabled is a reload setting: ALTER SYSTEM (as a superuser)
+# and a reload, which the worker applies at once.
+sub switch_worker {
+    my ($self, $timeline, $on) = @_;
+    my $shop = $self->{ledger}->shop;
+    $shop->do($on eq 'on' ? 'ALTER SYSTEM SET idem.worker_enabled = on' : 'ALTER SYSTEM RESET idem.worker_enabled');
+    $shop->selectrow_array('SELECT pg_reload_conf()');
+    event($timeline, who => 'ops', kind => "worker_$on", text => "idem's worker switched $on (idem.worker_enabled)");
 }
 
 # Runs one scenario; returns its result (also kept for later scenarios).
