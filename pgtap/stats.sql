@@ -1,10 +1,17 @@
 -- The operator's surface: views, functions, signatures and privileges.
 BEGIN;
-SELECT plan(27);
+SELECT plan(28);
 
 SELECT has_view('idem', 'stats', 'idem.stats exists');
 SELECT has_view('idem', 'key_health', 'idem.key_health exists');
 SELECT has_view('idem', 'key_summary', 'idem.key_summary exists');
+SELECT columns_are('idem', 'stats', ARRAY['datid', 'datname', 'new_claim', 'replay_success',
+  'processing_active', 'processing_stale', 'retryable_failure', 'final_failure', 'request_mismatches',
+  'stale_fences', 'marked_succeeded', 'marked_failed_retryable', 'marked_failed_final',
+  'recovery_points_set', 'rows_swept', 'rows_purged', 'worker_rounds', 'waits_started',
+  'waits_answered', 'waits_timed_out', 'mean_wait_ms', 'polling_fallbacks', 'session_bound_takeovers',
+  'completer_runs', 'completer_successes', 'completer_failures', 'last_worker_round', 'stats_reset'],
+  'stats has the documented columns');
 SELECT columns_are('idem', 'key_health', ARRAY['scope', 'processing', 'stuck', 'oldest_processing_age',
   'expired_unpurged', 'oldest_expired_age', 'awaiting_completer'], 'key_health has the documented columns');
 SELECT columns_are('idem', 'key_summary', ARRAY['scope', 'total', 'processing', 'succeeded',

@@ -102,8 +102,10 @@ as_cluster_user() {
 }
 
 # Starts a throwaway cluster in $1 with idem preloaded; sets PGHOST/PGPORT.
+# Arguments after the port are further postgresql.conf lines.
 start_cluster() {
   local dir=$1 port=${2:-55432}
+  shift 2 || shift $#
   as_cluster_user "$PGBIN/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log"; return 1; }
   mkdir -p "$dir/socket"
@@ -118,6 +120,7 @@ fsync = off
 max_prepared_transactions = 10
 log_min_messages = warning
 CONF
+  [ $# -eq 0 ] || printf '%s\n' "$@" >>"$dir/data/postgresql.conf"
   as_cluster_user "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null ||
     { cat "$dir/server.log"; return 1; }
   export PGHOST="$dir/socket" PGPORT=$port PGUSER=postgres

@@ -742,8 +742,8 @@ REVOKE ALL ON FUNCTION
     idem.extend_lock(text, text, bigint, interval)
 FROM PUBLIC;
 
--- The counters gain the waits' and the bindings' columns: the view and its
--- function are made again with them (and their grants).
+-- The counters gain the waits', the bindings' and the completer's columns:
+-- the view and its function are made again with them (and their grants).
 DROP VIEW idem.stats;
 DROP FUNCTION idem.stats_counters();
 CREATE FUNCTION idem.stats_counters(
@@ -769,6 +769,9 @@ CREATE FUNCTION idem.stats_counters(
     OUT wait_time_us bigint,
     OUT polling_fallbacks bigint,
     OUT session_bound_takeovers bigint,
+    OUT completer_runs bigint,
+    OUT completer_successes bigint,
+    OUT completer_failures bigint,
     OUT last_worker_round timestamptz,
     OUT stats_reset timestamptz)
 RETURNS SETOF record
@@ -786,6 +789,7 @@ SELECT s.datid, d.datname,
             THEN s.wait_time_us::float8 / 1000.0 / (s.waits_answered + s.waits_timed_out)
        END AS mean_wait_ms,
        s.polling_fallbacks, s.session_bound_takeovers,
+       s.completer_runs, s.completer_successes, s.completer_failures,
        s.last_worker_round, s.stats_reset
   FROM idem.stats_counters() s
   LEFT JOIN pg_catalog.pg_database d ON d.oid = s.datid

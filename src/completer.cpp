@@ -10,6 +10,7 @@
 #include "scope_policy.hpp"
 #include "settings.hpp"
 #include "spi_session.hpp"
+#include "stats.hpp"
 
 extern "C" {
 #include "commands/extension.h"
@@ -263,6 +264,7 @@ void run_completer_round(CompleterTotals *totals) {
   totals->exhausted += static_cast<uint64>(exhausted);
   Candidate *candidates = nullptr;
   int count = load_candidates(round_context, limit, &candidates);
+  totals->full_batch = count == limit;
   MemoryContextSwitchTo(round_context);
   for (int i = 0; i < count; ++i) {
     CHECK_FOR_INTERRUPTS();
@@ -272,11 +274,15 @@ void run_completer_round(CompleterTotals *totals) {
     MemoryContextSwitchTo(round_context);
     if (!ownership.owned) continue;  // a client's retry (or the limit) came first
     totals->runs += 1;
+    stats::count(stats::Counter::completer_runs);
     bool ran = run_completer(round_context, candidates[i], ownership);
-    if (ran && outcome_recorded(round_context, candidates[i], ownership.fence))
+    if (ran && outcome_recorded(round_context, candidates[i], ownership.fence)) {
       totals->successes += 1;
-    else
+      stats::count(stats::Counter::completer_successes);
+    } else {
       totals->failures += 1;
+      stats::count(stats::Counter::completer_failures);
+    }
     MemoryContextSwitchTo(round_context);
   }
   MemoryContextSwitchTo(caller_context);

@@ -13,11 +13,13 @@ struct CompleterTotals {
   uint64 runs;       // completers called
   uint64 successes;  // ... that recorded an outcome
   uint64 failures;   // ... that raised, timed out, or recorded nothing
+  bool full_batch;   // idem.batch_size keys were due: more may wait
 };
 IDEM_LONGJMP_SAFE(CompleterTotals);
 
 // Runs outside any transaction, in the worker; at most idem.batch_size
-// completers. Does nothing where idem.scope_policy does not exist (a 1.0
+// completers per round (the worker pauses idem.batch_delay after a full
+// batch, as after a full purge batch; the rest wait for the next round). Does nothing where idem.scope_policy does not exist (a 1.0
 // schema). Errors of a completer are logged and counted, never raised.
 void run_completer_round(CompleterTotals *totals);
 

@@ -44,12 +44,16 @@ enum class Counter {
   wait_time_us,             // total time spent waiting (mean = this / ended waits)
   polling_fallbacks,        // waits that polled (no preload, hot standby)
   session_bound_takeovers,  // stale takeovers of a key whose bound session ended
+  // the completer (completer.hpp), counted by the worker as it runs them
+  completer_runs,       // completers called on a key the worker had claimed
+  completer_successes,  // ... that recorded an outcome with the worker's fence
+  completer_failures,   // ... that raised, were cancelled, or recorded nothing
 };
 // The columns after the claim kinds follow them without a gap.
 static_assert(static_cast<int>(Counter::request_mismatches) ==
                   static_cast<int>(ClaimKind::final_failure) + 1,
               "idem.stats columns: the claim kinds come first, in ClaimKind order");
-inline constexpr int counter_count = static_cast<int>(Counter::session_bound_takeovers) + 1;
+inline constexpr int counter_count = static_cast<int>(Counter::completer_failures) + 1;
 
 // Databases with a row of their own; events of any further database are
 // counted together in one overflow row (datid NULL in idem.stats). A row of a

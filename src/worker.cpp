@@ -186,9 +186,9 @@ bool drain(Statement statement, uint64 *total, const char *activity) {
 }
 
 // Keys past max_attempts, then at most idem.batch_size completers, logged
-// when they did anything.
+// when they did anything; a full batch is paced like any other.
 void run_policy_step() {
-  CompleterTotals totals = {0, 0, 0, 0};
+  CompleterTotals totals = {0, 0, 0, 0, false};
   run_completer_round(&totals);
   if (totals.exhausted != 0 || totals.runs != 0)
     ereport(LOG, (errmsg("idem worker for database \"%s\": ended " UINT64_FORMAT
@@ -196,6 +196,11 @@ void run_policy_step() {
                          UINT64_FORMAT " recorded an outcome, " UINT64_FORMAT " failed",
                          my_database, totals.exhausted, totals.runs, totals.successes,
                          totals.failures)));
+  if (totals.full_batch) {
+    pause_between_batches();
+    CHECK_FOR_INTERRUPTS();
+    reload_settings_if_requested();
+  }
 }
 
 // Names the database in the CONTEXT line of any error a round raises.

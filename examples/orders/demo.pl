@@ -36,10 +36,15 @@ INTRO
 my $failures = 0;
 my $n = 0;
 for my $s (@Orders::Scenarios::ALL) {
-    my $r = $stories->run($s);
+    my $r = eval { $stories->run($s) };
     $n++;
     print "\n== $n. $s->{title} ", '=' x (60 - length $s->{title}), "\n";
     print "   $s->{why}\n";
+    if (!$r) {  # e.g. the completer's scenario where idem's worker does not serve the shop
+        print "   COULD NOT RUN: $@";
+        $failures++;
+        next;
+    }
     my $t0 = $r->{timeline}[0]{t};
     for my $e (sort { $a->{t} <=> $b->{t} } @{$r->{timeline}}) {
         printf "   %+7.3fs  %-7s %-3s %s\n", $e->{t} - $t0, $e->{who}, $e->{tag}, $e->{text};
@@ -55,6 +60,13 @@ my ($receipts, $wrong_receipts) = $ledger->receipts;
 printf "   receipts at the provider %d: %s\n", $receipts,
     (@$wrong_receipts ? join('; ', @$wrong_receipts) : 'exactly one per paid order');
 $failures += @$wrong_receipts;
+for my $s (grep { $_->{abandon} && $stories->result($_->{name}) } @Orders::Scenarios::ALL) {
+    my $order_id = $stories->result($s->{name})->{counts}{order_ids}[0];
+    my $n = $ledger->receipts_for_order($order_id);
+    printf "   receipt for order #%d, finished by the completer (%s): %d %s\n", $order_id, $s->{key}, $n,
+        $n == 1 ? 'sent exactly once' : 'WRONG';
+    $failures++ unless $n == 1;
+}
 
 my $totals = $ledger->totals;
 my $problems = $ledger->reconcile;

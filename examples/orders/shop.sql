@@ -251,3 +251,53 @@ BEGIN
     PERFORM idem.mark_failed(scope, key, fence, true, 'provider_unavailable', detail,
                              status_code, body);
 END $$;
+
+-- The completer (idem 1.1, docs/policy.md): a request whose client never
+-- came back is finished by idem's background worker, which claims the key
+-- itself (claimed_by 'idem completer', the attempt counted) and calls this
+-- function, as its owner, with its own fence and the recovery point the
+-- client's last attempt committed. It runs the remaining phases in one
+-- transaction: the charge is asked for again with the same derived key, so
+-- a card charged before the client vanished is answered from the
+-- provider's idempotency store, never charged twice; the receipt goes
+-- through the outbox with the final mark, so it is sent exactly once.
+CREATE FUNCTION shop.complete_order(
+    scope text, key text, fence bigint, recovery_point text, attempt_count integer)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    charge record;
+BEGIN
+    IF recovery_point = 'started' THEN
+        -- Nothing was created or charged, and idem keeps only the request's
+        -- hash: there is nothing to finish, so the key ends (410).
+        PERFORM idem.mark_failed(scope, key, fence, false, 'abandoned_by_client',
+            'the client left before its order was created', 410,
+            jsonb_build_object('error', jsonb_build_object(
+                'type', 'abandoned', 'message', 'the request was abandoned before it took effect; send it again with a new key')));
+        RETURN;
+    END IF;
+    IF recovery_point = 'order_created' THEN
+        SELECT * INTO charge FROM shop.charge_order(scope, key);
+        IF charge.status_code = 402 THEN
+            PERFORM shop.record_payment_failure(scope, key, fence, charge.body);
+            RETURN;
+        ELSIF charge.status_code <> 200 THEN
+            RAISE EXCEPTION 'the provider answered % for order %', charge.status_code, charge.order_id
+                USING DETAIL = charge.body::text,
+                      HINT = 'idem''s worker runs the completer again after the scope''s completer_delay.';
+        END IF;
+        PERFORM shop.record_charge(scope, key, fence, charge.body->>'id');
+    END IF;
+    PERFORM shop.stage_receipt_and_finish(scope, key, fence);
+END $$;
+
+-- The orders scope's policy: a request nobody retried for 5 seconds after
+-- its lock ran out is finished by the completer above, under a lock of its
+-- own of 30 seconds (which bounds the completer's statement_timeout). A
+-- client that does come back retries long before that, so the completer
+-- only takes what was truly abandoned; and a key the completer has claimed
+-- answers a late client processing_active, then the stored response.
+INSERT INTO idem.scope_policy (scope, lock_timeout, completer, completer_delay)
+VALUES ('POST /orders', '30 seconds',
+        'shop.complete_order(text, text, bigint, text, integer)', '5 seconds');

@@ -56,6 +56,7 @@ my @scenarios = (@Orders::Scenarios::ALL,
 
 my %expected_code = (declined => 402, declined_crash => 402, mismatch => 422);
 my %replayed_before;
+my @completed_orders;  # [scenario, order id] of orders the completer finished
 
 for my $s (@scenarios) {
     my $name = $s->{name};
@@ -92,6 +93,8 @@ for my $s (@scenarios) {
               "$name: the crash left the key processing at $s->{resumes_at}");
         is_eq($left->{counts}{receipt_jobs}, 0, "$name: no receipt job survived the crash")
             if $crash_at eq 'before_final_mark';
+    }
+    if ($s->{crash_at} && !$s->{abandon}) {
         my $takeover_kind = $s->{recover} eq 'sweep' ? 'retryable_failure' : 'processing_stale';
         my @takeovers = @{$r->{takeovers}};
         is_eq(scalar @takeovers, 1, "$name: exactly one takeover");
@@ -102,6 +105,14 @@ for my $s (@scenarios) {
             check((grep { $_->{kind} eq 'claim' && $_->{claim} eq 'processing_active' } @events) == 1,
                   "$name: a retry inside the lock timeout was told 409 processing_active");
         }
+    }
+    if ($s->{abandon}) {
+        is_eq($r->{attempts}, 1, "$name: the client sent one attempt and never retried");
+        is_eq(scalar @{$r->{takeovers}}, 0, "$name: no client took the key over");
+        is_eq("$r->{key_state}{claimed_by} $r->{key_state}{attempt_count}", 'idem completer 2',
+              "$name: idem's worker claimed the key (attempt 2) and its completer finished it");
+        check((grep { $_->{kind} eq 'completed' } @events) == 1, "$name: the demo shows the completion");
+        push @completed_orders, [$name, $c->{order_ids}[0]];
     }
     if ($s->{provider_replays}) {
         my @charges = @{$r->{charges}};
@@ -182,6 +193,11 @@ for my $s (@scenarios) {
 print '# ', Orders::Relay::drain(%opt, dir => "$FindBin::Bin/../../examples/orders", ledger => $ledger), "\n";
 my ($receipts, $wrong_receipts) = $ledger->receipts;
 is_eq(join('; ', @$wrong_receipts), '', "receipts: exactly one per paid order ($receipts delivered)");
+for my $completed (@completed_orders) {
+    my ($name, $order_id) = @$completed;
+    is_eq($ledger->receipts_for_order($order_id), 1,
+          "$name: the receipt of order $order_id, finished by the completer, was sent exactly once");
+}
 
 my $totals = $ledger->totals;
 my $problems = $ledger->reconcile;

@@ -3,7 +3,8 @@
 # and driven to their end by the completer, run as its owner. One scope per
 # behaviour: success, raise, an infinite loop (cancelled by the key's lock),
 # no outcome, an owner without a privilege, and a server restart while a
-# completer runs. The times from each key's abandonment to its end are printed.
+# completer runs. The times from each key's abandonment to its end are
+# printed, and idem.stats's completer counters are checked against the log.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -163,6 +164,18 @@ while ($log =~ /ran (\d+) completers: (\d+) recorded an outcome, (\d+) failed/g)
 is("$runs $ok $failed", '6 1 5',
 	'rounds logged 6 runs: 1 success (c_ok), 5 failures (c_raise 2, c_loop, c_noop, c_priv)')
   or diag($log);
+# idem.stats counts the same runs (the worker counts each as it ends; the
+# poll waits for the last one).
+ok( $node->poll_query_until('postgres', q{
+SELECT completer_runs = 6 AND completer_successes = 1 AND completer_failures = 5
+  FROM idem.stats WHERE datname = current_database()}),
+	'idem.stats: completer_runs 6, completer_successes 1, completer_failures 5')
+  or diag($node->safe_psql('postgres', q{
+SELECT completer_runs, completer_successes, completer_failures FROM idem.stats}));
+note 'idem.stats: ' . $node->safe_psql('postgres', q{
+SELECT format('completer_runs %s, completer_successes %s, completer_failures %s',
+              completer_runs, completer_successes, completer_failures)
+  FROM idem.stats WHERE datname = current_database()});
 
 # Restart mid-completer: the worker's claim was committed, the completer's
 # transaction dies with the server; after the lock runs out the completer
@@ -183,6 +196,12 @@ is( $node->safe_psql('postgres', q{
 SELECT r.attempt_count, (SELECT count(*) FROM done d WHERE d.scope = 'c_restart')
   FROM idem.idempotency_request r WHERE r.scope = 'c_restart'}),
 	'3|1', 'c_restart: finished on attempt 3, its effect written once');
+# The counters live in shared memory: the restart zeroed them, and the run
+# after it is the only one counted since.
+ok( $node->poll_query_until('postgres', q{
+SELECT completer_runs = 1 AND completer_successes = 1 AND completer_failures = 0
+  FROM idem.stats WHERE datname = current_database()}),
+	'c_restart: idem.stats counts one run since the restart, a success');
 
 $node->stop;
 done_testing();

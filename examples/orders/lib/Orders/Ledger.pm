@@ -21,7 +21,7 @@ sub shop { $_[0]{shop} }
 sub key_state {
     my ($self, $scope, $key) = @_;
     return $self->{shop}->selectrow_hashref(
-        q{SELECT status, recovery_point, fence, attempt_count, failure_code,
+        q{SELECT status, recovery_point, fence, attempt_count, failure_code, claimed_by,
                  round(extract(epoch FROM locked_until - clock_timestamp())::numeric, 1) AS lock_left
             FROM idem.idempotency_request WHERE scope = ? AND key = ?}, undef, $scope, $key);
 }
@@ -73,6 +73,14 @@ sub receipts {
     push @wrong, map { "receipt for unpaid order $_" } grep { !$paid{$_} } sort keys %$got;
     my ($total) = $self->{provider}->selectrow_array('SELECT count(*) FROM psp.receipts');
     return ($total, \@wrong);
+}
+
+# Receipts the provider received for one order.
+sub receipts_for_order {
+    my ($self, $order_id) = @_;
+    my ($n) = $self->{provider}->selectrow_array(
+        'SELECT count(*) FROM psp.receipts WHERE order_id = ?', undef, $order_id);
+    return $n;
 }
 
 # Brandur's advice for the window no store closes: diff your records against

@@ -25,7 +25,8 @@ sub body_for {
 # times out; 'sweep': an operator runs idem.sweep_stale() first) / stall_at
 # (the server only stalls there, and wakes after a retry took over) / twins /
 # provider_down / same_as (reuses an earlier scenario's key) / max_wait (twins
-# claim with idem.claim_or_wait).
+# claim with idem.claim_or_wait) / abandon (no retry ever comes: the worker
+# runs the scope's completer, shop.complete_order in shop.sql).
 our @ALL = (
     {name => 'happy', title => 'A request nothing interrupts', key => 'key-happy',
      why => 'phase by phase, one commit each',
@@ -70,6 +71,10 @@ our @ALL = (
      why => 'a retryable failure (503): the retry resumes at order_created',
      body => body_for(customer => 'cus_ivy', amount_cents => 6400), provider_down => 1,
      resumes_at => 'order_created'},
+    {name => 'abandoned', title => 'The client disappears after the charge', key => 'key-abandoned',
+     why => 'no retry ever comes: idem\'s worker runs the scope\'s completer from the recovery point',
+     body => body_for(customer => 'cus_lou', amount_cents => 3100),
+     crash_at => 'after_charge', abandon => 1, resumes_at => 'order_created'},
     {name => 'mismatch', title => 'A retry with a changed body', key => 'key-happy',
      why => 'same key as the first request, another amount',
      body => body_for(amount_cents => 999999), same_as => 'happy'},
@@ -132,6 +137,70 @@ sub set_provider_port {
     $shop->do(sprintf('ALTER SERVER payment_provider OPTIONS (SET port %s)', $shop->quote($port)));
 }
 
+# The first attempt dies after the charge and no retry ever comes. idem's
+# worker, once the lock has run out and the scope's completer_delay passed,
+# claims the key and runs the completer from the recovery point; this waits
+# (with a deadline) until the key has ended, and returns its stored answer
+# as the final one, the answer any later retry would get.
+sub abandoned {
+    my ($self, $s, $timeline) = @_;
+    my $ledger = $self->{ledger};
+    my $shop = $ledger->shop;
+    my $workers = eval { $shop->selectrow_array(
+        'SELECT count(*) FROM idem.worker_status WHERE database = current_database()') };
+    die "the completer needs idem's worker in database '" . $shop->{pg_db}
+        . "': add it to idem.database (idem.naptime = 1 for a quick demo) and restart\n"
+        unless $workers;
+    my $client = $self->client($timeline);
+    my $response = $client->finish($client->start($SCOPE, $s->{key}, $s->{body}, crash_at => $s->{crash_at}));
+    die "the attempt was meant to crash\n" if $response;
+    $client->note(kind => 'gone', text => 'the client is gone: it never retries');
+    $self->after_crash($s, $timeline);
+    # The worker stays off during the other scenarios, whose clients do come
+    # back (its sweeper would race their retries); it is switched on here
+    # and back off once the key has ended.
+    my ($enabled) = $shop->selectrow_array(q{SELECT current_setting('idem.worker_enabled')});
+    $self->switch_worker($timeline, 'on') if $enabled eq 'off';
+    my ($delay) = $shop->selectrow_array(
+        'SELECT extract(epoch FROM completer_delay)::float8 FROM idem.scope_policy WHERE scope = ?',
+        undef, $SCOPE);
+    my $lock = $self->lock_seconds;
+    my $deadline = time + $lock + $delay + 120;
+    my $state = $ledger->key_state($SCOPE, $s->{key});
+    my $ended = sub { $_[0]{status} =~ /^(succeeded|failed_final)$/ };
+    while (!$ended->($state) && time < $deadline) {
+        sleep 0.1;
+        $state = $ledger->key_state($SCOPE, $s->{key});
+    }
+    $self->switch_worker($timeline, 'off') if $enabled eq 'off';
+    die "the completer did not finish $s->{key} in time: key $state->{status} at $state->{recovery_point}\n"
+        unless $ended->($state);
+    my $stored = $shop->selectrow_hashref(
+        q{SELECT response_code AS code, response_body::text AS body,
+                 extract(epoch FROM finished_at)::float8 AS finished
+            FROM idem.idempotency_request WHERE scope = ? AND key = ?}, undef, $SCOPE, $s->{key});
+    event($timeline, who => 'worker', kind => 'completer', state => $state, t => $stored->{finished} - 0.001,
+          text => sprintf("no retry within the scope's completer_delay (%.0f s): idem's worker claimed the key "
+                          . "(claimed_by '%s', attempt %d) and ran shop.complete_order from %s",
+                          $delay, $state->{claimed_by}, $state->{attempt_count}, $s->{resumes_at}));
+    my $counts = $ledger->counts_for_key($SCOPE, $s->{key});
+    event($timeline, who => 'worker', kind => 'completed', code => $stored->{code}, t => $stored->{finished},
+          text => sprintf('completer: charge asked again with the same derived key (provider charges for '
+                          . 'the order: %d), phase 3, receipt job staged with the final mark: key %s with %s',
+                          $counts->{charges}, $state->{status}, $stored->{code}));
+    return {final => $stored, responses => [], attempts => $client->{attempts}};
+}
+
+# idem.worker_enabled is a reload setting: ALTER SYSTEM (as a superuser)
+# and a reload, which the worker applies at once.
+sub switch_worker {
+    my ($self, $timeline, $on) = @_;
+    my $shop = $self->{ledger}->shop;
+    $shop->do($on eq 'on' ? 'ALTER SYSTEM SET idem.worker_enabled = on' : 'ALTER SYSTEM RESET idem.worker_enabled');
+    $shop->selectrow_array('SELECT pg_reload_conf()');
+    event($timeline, who => 'ops', kind => "worker_$on", text => "idem's worker switched $on (idem.worker_enabled)");
+}
+
 # Runs one scenario; returns its result (also kept for later scenarios).
 sub run {
     my ($self, $s) = @_;
@@ -153,6 +222,8 @@ sub run {
         $result{zombie} = $slow->finish($attempt);
         $slow->note(kind => 'answer', code => $result{zombie}{code}, t => $result{zombie}{t},
                     text => "<- $result{zombie}{code} $result{zombie}{body} (to a client that stopped listening)");
+    } elsif ($s->{abandon}) {
+        %result = (%result, %{$self->abandoned($s, \@timeline)});
     } elsif ($s->{twins}) {
         my @clients = map { $self->client(\@timeline, label => $_) } qw(A B);
         my $at = time + 0.3;
