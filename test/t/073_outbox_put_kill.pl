@@ -19,8 +19,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node connect_or_die);
-use POSIX ();
+use IdemProof qw(now start_node connect_or_die fork_child ack_log);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -37,11 +36,7 @@ my $dir = PostgreSQL::Test::Utils::tempdir;
 # found committed by an earlier attempt whose answer was lost).
 sub write_orders {
 	my ($i) = @_;
-	my $log = "$dir/writer-$i.log";
-	my $acked = 0;
-	if (open my $in, '<', $log) { $acked++ while <$in>; close $in }
-	open my $out, '>>', $log or die "$log: $!";
-	$out->autoflush(1);
+	my ($acked, $out) = ack_log("$dir/writer-$i.log");
 	my $dbh;
 	for (my $n = $acked; $n < $orders_each;) {
 		my $key = "w$i-o$n";
@@ -86,13 +81,7 @@ sub write_orders {
 
 sub spawn {
 	my ($i) = @_;
-	my $pid = fork() // die "fork: $!";
-	if ($pid == 0) {
-		my $ok = eval { write_orders($i); 1 };
-		print STDERR "writer $i died: $@" unless $ok;
-		POSIX::_exit($ok ? 0 : 1);
-	}
-	return $pid;
+	return fork_child("writer $i", sub { write_orders($i) });
 }
 
 my %pid_of = map { $_ => spawn($_) } 0 .. $writers - 1;

@@ -20,7 +20,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node);
+use IdemProof qw(now start_node check_relayed);
 use POSIX ();
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -171,13 +171,7 @@ my ($relay_published, $relay_duplicates, $relay_failed) =
 	(`cat $log` =~ /stopping: published (\d+), duplicates (\d+), failed (\d+)/);
 ok(defined $relay_published, 'the relay reports its counts');
 
-my ($rows, $distinct) = split /\|/, $target->safe_psql('proof',
-	'SELECT count(*), count(DISTINCT delivery_key) FROM received');
-is($distinct, $put, 'every event arrived');
-is($rows, $put, 'exactly once in effect: no event arrived twice');
-is($target->safe_psql('proof', q{
-SELECT count(*) FROM (SELECT n < lag(n) OVER (PARTITION BY aggregate ORDER BY seq) AS backwards
-                        FROM received) r WHERE backwards}), '0', 'every aggregate arrived in id order');
+my ($rows, $distinct) = check_relayed($target, 'proof', $put);
 is($source->safe_psql('proof', q{SELECT count(*) FROM idem.outbox_event WHERE status = 'dead'}),
 	'0', 'no event is dead');
 diag("relay target-down run: $put events, $rows deliveries, " . ($rows - $distinct) . ' duplicates; '
