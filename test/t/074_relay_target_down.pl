@@ -20,8 +20,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node check_relayed);
-use POSIX ();
+use IdemProof qw(now start_node check_relayed lines_matching fork_child);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -80,22 +79,15 @@ sub all_published {
 my $log = PostgreSQL::Test::Utils::tempdir . '/relay.log';
 my $relay = "$FindBin::RealBin/../../relay/idem-relay";
 my $dsn_of = sub { 'dbi:Pg:dbname=proof;host=' . $_[0]->host . ';port=' . $_[0]->port };
-my $relay_pid = fork() // die "fork: $!";
-if ($relay_pid == 0) {
-	open STDERR, '>', $log or POSIX::_exit(126);
+my $relay_pid = fork_child('relay', sub {
+	open STDERR, '>', $log or die "$log: $!";
 	exec($relay, '--source', $dsn_of->($source), '--target', $dsn_of->($target),
 		'--consumer', 'relay-test', '--deliver', 'public.deliver', '--lease', '2 seconds',
-		'--batch', '10', '--poll', '0.2') or POSIX::_exit(127);
-}
+		'--batch', '10', '--poll', '0.2') or die "exec: $!";
+});
 
-# The relay's stderr lines that match $re.
-sub relay_lines {
-	my ($re) = @_;
-	open my $in, '<', $log or return 0;
-	my $n = grep { /$re/ } <$in>;
-	close $in;
-	return $n;
-}
+# The relay's stderr lines so far that match $re.
+sub relay_lines { return lines_matching($log, $_[0]) }
 
 # Waits (with the default deadline) until the relay has written $n lines
 # matching $re.

@@ -27,7 +27,7 @@ use Exporter 'import';
 
 our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
   storm_client check_storm read_rows_and_effects check_acknowledged fork_child
-  check_relayed ack_log);
+  check_relayed ack_log lines_matching);
 
 sub now { return Time::HiRes::time(); }
 
@@ -238,6 +238,16 @@ sub ack_log {
 	open my $out, '>>', $file or die "$file: $!";
 	$out->autoflush(1);
 	return ($acked, $out);
+}
+
+# How many lines of $file (0 while it does not exist) match $re: what a
+# child process such as the relay has logged so far.
+sub lines_matching {
+	my ($file, $re) = @_;
+	open my $in, '<', $file or return 0;
+	my $n = grep { /$re/ } <$in>;
+	close $in;
+	return $n;
 }
 
 # Forks a child running $body->(); it ends with _exit (status 0, or 1 with
