@@ -17,9 +17,8 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node connect_or_die);
+use IdemProof qw(now start_node connect_or_die fork_child ack_log);
 use List::Util qw(shuffle);
-use POSIX ();
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -43,11 +42,7 @@ push @{ $share[$_ % $consumers] }, $deliveries[$_] for 0 .. $#deliveries;
 # (the server was killed) means: reconnect, deliver the same message again.
 sub consume {
 	my ($i) = @_;
-	my $log = "$dir/consumer-$i.log";
-	my $acked = 0;
-	if (open my $in, '<', $log) { $acked++ while <$in>; close $in }
-	open my $out, '>>', $log or die "$log: $!";
-	$out->autoflush(1);
+	my ($acked, $out) = ack_log("$dir/consumer-$i.log");
 	my $dbh;
 	my $at = $acked;
 	while ($at < @{ $share[$i] }) {
@@ -82,13 +77,7 @@ sub consume {
 
 sub spawn {
 	my ($i) = @_;
-	my $pid = fork() // die "fork: $!";
-	if ($pid == 0) {
-		my $ok = eval { consume($i); 1 };
-		print STDERR "consumer $i died: $@" unless $ok;
-		POSIX::_exit($ok ? 0 : 1);
-	}
-	return $pid;
+	return fork_child("consumer $i", sub { consume($i) });
 }
 
 my %pid_of = map { $_ => spawn($_) } 0 .. $consumers - 1;

@@ -8,7 +8,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node);
+use IdemProof qw(now start_node check_relayed);
 use POSIX ();
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -77,13 +77,7 @@ kill 'TERM', @pids;
 waitpid($_, 0) for @pids;
 is(system(@cmd, '--until-empty'), 0, 'a relay drains the rest');
 
-my ($rows, $distinct) = split /\|/, $node->safe_psql('target',
-	'SELECT count(*), count(DISTINCT delivery_key) FROM received');
-is($distinct, $events, 'every event arrived');
-is($rows, $events, 'exactly once in effect: no event arrived twice');
-is($node->safe_psql('target', q{
-SELECT count(*) FROM (SELECT n < lag(n) OVER (PARTITION BY aggregate ORDER BY seq) AS backwards
-                        FROM received) r WHERE backwards}), '0', 'every aggregate arrived in id order');
+my ($rows, $distinct) = check_relayed($node, 'target', $events);
 is($node->safe_psql('proof', q{SELECT string_agg(status || ' ' || n, ', ') FROM
 	(SELECT status, count(*) AS n FROM idem.outbox_event GROUP BY status) s}), "published $events",
 	'every event is published');

@@ -26,7 +26,8 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 
 our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
-  storm_client check_storm read_rows_and_effects check_acknowledged);
+  storm_client check_storm read_rows_and_effects check_acknowledged fork_child
+  check_relayed ack_log lines_matching);
 
 sub now { return Time::HiRes::time(); }
 
@@ -178,6 +179,22 @@ sub check_acknowledged {
 		effects => $effects, wrong => $wrong };
 }
 
+# The relay runs' verdict (071, 074) on the target's table received
+# (seq bigserial, aggregate, n, delivery_key), one row an effect: every one
+# of $events events arrived exactly once, each aggregate's in id order (n).
+# Runs Test::More assertions; returns the rows and the distinct keys.
+sub check_relayed {
+	my ($node, $database, $events) = @_;
+	my ($rows, $distinct) = split /\|/, $node->safe_psql($database,
+		'SELECT count(*), count(DISTINCT delivery_key) FROM received');
+	Test::More::is($distinct, $events, 'every event arrived');
+	Test::More::is($rows, $events, 'exactly once in effect: no event arrived twice');
+	Test::More::is($node->safe_psql($database, q{
+SELECT count(*) FROM (SELECT n < lag(n) OVER (PARTITION BY aggregate ORDER BY seq) AS backwards
+                        FROM received) r WHERE backwards}), '0', 'every aggregate arrived in id order');
+	return ($rows, $distinct);
+}
+
 # A cluster of its own (fsync as asked: the crash run tests durability) with
 # the database "proof", idem and the effects table.
 sub start_node {
@@ -211,22 +228,48 @@ sub connect_or_die {
 	return $dbh;
 }
 
-# Forks $count children running $body->($index); each ends with _exit so the
-# parent's END blocks (which stop the cluster) never run in a child. The
-# parent runs $meanwhile->() (if given) while they work, then waits for them.
+# A restartable client's acknowledgement log (070, 073), one line an
+# acknowledged item: returns how many lines it has (where a replacement
+# resumes) and the file, opened to append, flushed line by line.
+sub ack_log {
+	my ($file) = @_;
+	my $acked = 0;
+	if (open my $in, '<', $file) { $acked++ while <$in>; close $in }
+	open my $out, '>>', $file or die "$file: $!";
+	$out->autoflush(1);
+	return ($acked, $out);
+}
+
+# How many lines of $file (0 while it does not exist) match $re: what a
+# child process such as the relay has logged so far.
+sub lines_matching {
+	my ($file, $re) = @_;
+	open my $in, '<', $file or return 0;
+	my $n = grep { /$re/ } <$in>;
+	close $in;
+	return $n;
+}
+
+# Forks a child running $body->(); it ends with _exit (status 0, or 1 with
+# "$name died: ..." on stderr when $body dies) so the parent's END blocks
+# (which stop the cluster) never run in a child. Returns its pid.
+sub fork_child {
+	my ($name, $body) = @_;
+	my $pid = fork() // die "fork: $!";
+	if ($pid == 0) {
+		my $ok = eval { $body->(); 1 };
+		print STDERR "$name died: $@" unless $ok;
+		POSIX::_exit($ok ? 0 : 1);
+	}
+	return $pid;
+}
+
+# Forks $count children running $body->($index) (fork_child). The parent
+# runs $meanwhile->() (if given) while they work, then waits for them.
 # Returns the number of children that failed.
 sub run_clients {
 	my ($count, $body, $meanwhile) = @_;
-	my @pids;
-	for my $i (0 .. $count - 1) {
-		my $pid = fork() // die "fork: $!";
-		if ($pid == 0) {
-			my $ok = eval { $body->($i); 1 };
-			print STDERR "client $i died: $@" unless $ok;
-			POSIX::_exit($ok ? 0 : 1);
-		}
-		push @pids, $pid;
-	}
+	my @pids = map { my $i = $_; fork_child("client $i", sub { $body->($i) }) } 0 .. $count - 1;
 	my $failed = 0;
 	if ($meanwhile && !eval { $meanwhile->(); 1 }) {
 		print STDERR "while the clients ran: $@";
