@@ -180,16 +180,14 @@ FROM PUBLIC;
 -- DESIGN.md "Consume-once for message consumers (the inbox)" and
 -- "Transactional outbox"; README "Message consumers" and "Outbox".
 --
--- Why PL/pgSQL here and C++ for the key store: every function below is one
--- or two set-based statements whose whole point is the SQL (ON CONFLICT
--- waiting for an in-flight twin, FOR UPDATE SKIP LOCKED, NOT EXISTS over the
--- aggregate), with no classification to compute between them, and RAISE
--- carries SQLSTATE, DETAIL and HINT; PL/pgSQL keeps each statement's plan per
--- backend as the C++ layer's kept SPI plans do (src/statements.cpp). The
--- price, measured in bench/README.md ("1.1: inbox and outbox"): the call,
--- SET search_path and one SPI query per statement make consume_once 0.5x
--- (new) and 0.8x (replay) a plain INSERT ... ON CONFLICT DO NOTHING, short of
--- the 0.9x / 1.5x targets; consume_once is the function to move to C++.
+-- consume_once and set_consumed_result are C++ with kept SPI plans
+-- (src/inbox.cpp), like the key store's claim: a consumer calls them once
+-- per message, and as PL/pgSQL the call, SET search_path and one SPI query
+-- per statement made consume_once 0.5x (new) and 0.8x (replay) a plain
+-- INSERT ... ON CONFLICT DO NOTHING (bench/README.md, "1.1: inbox and
+-- outbox"). The rest stays PL/pgSQL: one or two set-based statements each
+-- (FOR UPDATE SKIP LOCKED, NOT EXISTS over the aggregate) whose whole point
+-- is the SQL.
 
 -- Settings (defined by the library, src/message_settings.cpp): read with
 -- current_setting(..., true) and the same default as the C definition when
@@ -216,152 +214,29 @@ CREATE INDEX consumed_message_expiry ON idem.consumed_message (expires_at);
 COMMENT ON TABLE idem.consumed_message IS
     'Messages consumed once per consumer (idem.consume_once); purged after expires_at.';
 
--- How long a consumed message is remembered: the argument, else the
--- setting idem.inbox_retention (-1: forever). NULL means 'infinity'.
-CREATE FUNCTION idem.inbox_expiry(retention interval, consumed_at timestamptz)
-RETURNS timestamptz
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    setting text := pg_catalog.current_setting('idem.inbox_retention', true);
-BEGIN
-    IF retention IS NOT NULL THEN
-        IF retention OPERATOR(pg_catalog.<=) interval '0' OR NOT pg_catalog.isfinite(retention) THEN
-            RAISE EXCEPTION 'retention must be positive and finite'
-                USING ERRCODE = 'P4004', DETAIL = pg_catalog.format('retention was %s.', retention),
-                      HINT = 'Pass a positive interval, or NULL for idem.inbox_retention.';
-        END IF;
-        RETURN consumed_at OPERATOR(pg_catalog.+) retention;
-    END IF;
-    -- The library's default, 7 days, when it is not loaded in this backend yet.
-    setting := COALESCE(setting, '7d');
-    IF setting OPERATOR(pg_catalog.=) '-1' THEN
-        RETURN 'infinity';
-    END IF;
-    RETURN consumed_at OPERATOR(pg_catalog.+) setting::pg_catalog.interval;
-END
-$$;
-
--- The checks every inbox call shares: P4000 / P4001 as for keys.
-CREATE FUNCTION idem.check_message_name(consumer text, message_id text)
-RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF consumer IS NULL OR consumer OPERATOR(pg_catalog.=) '' OR pg_catalog.length(consumer) OPERATOR(pg_catalog.>) 255 THEN
-        RAISE EXCEPTION 'consumer must be 1 to 255 characters'
-            USING ERRCODE = 'P4000', DETAIL = pg_catalog.format('consumer was %L.', pg_catalog.left(consumer, 40)),
-                  HINT = 'Name the consumer (the scope of its message ids).';
-    END IF;
-    IF message_id IS NULL OR message_id OPERATOR(pg_catalog.=) '' OR pg_catalog.length(message_id) OPERATOR(pg_catalog.>) 255 THEN
-        RAISE EXCEPTION 'message_id must be 1 to 255 characters'
-            USING ERRCODE = 'P4001',
-                  DETAIL = pg_catalog.format('consumer %L, message_id %L.', consumer, pg_catalog.left(message_id, 40)),
-                  HINT = 'Pass the message''s own id, as the broker delivers it.';
-    END IF;
-END
-$$;
-
--- Look first: a replay (the message was consumed and committed) is one
--- index probe that takes no lock and no transaction id, so it writes no WAL.
--- Only an absent or expired message goes to the INSERT ... ON CONFLICT,
--- which waits for a twin's in-flight insert: when the twin commits the
--- conflict holds and the row is only re-read (false); when it rolls back,
--- this insert goes in (true). An expired row is renewed in place, as if the
--- purger had deleted it.
+-- consume_once and set_consumed_result are C (src/inbox.cpp), as the key
+-- store's claim is: consume_once looks first with one kept SELECT, so a
+-- replay takes no lock and no transaction id and writes no WAL; only an
+-- absent or expired message goes to one kept INSERT ... ON CONFLICT, which
+-- waits for a twin's in-flight insert (when the twin commits, false; when it
+-- rolls back, true). The retention: the argument, else the consumer's
+-- idem.scope_policy retention (or keep_forever), else idem.inbox_retention.
+-- SECURITY DEFINER without SET search_path, as the 1.0 C functions: every
+-- statement they run is schema-qualified.
 CREATE FUNCTION idem.consume_once(
     consumer text, message_id text, message_hash text,
     retention interval DEFAULT NULL)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ts timestamptz := pg_catalog.statement_timestamp();
-    stored_hash text;
-    stored_expiry timestamptz;
-    expiry timestamptz;
-BEGIN
-    -- The checks as simple expressions (PL/pgSQL evaluates those without a
-    -- query); the helpers, real queries, run only to word an error.
-    IF pg_catalog.length(consumer) NOT BETWEEN 1 AND 255 OR pg_catalog.length(message_id) NOT BETWEEN 1 AND 255
-       OR consumer IS NULL OR message_id IS NULL THEN
-        PERFORM idem.check_message_name(consumer, message_id);
-    END IF;
-    IF message_hash IS NULL OR message_hash OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION 'message_hash must not be empty'
-            USING ERRCODE = 'P4003',
-                  DETAIL = pg_catalog.format('consumer %L, message_id %L.', consumer, message_id),
-                  HINT = 'Pass a fingerprint of the message body, for example idem.request_hash(body).';
-    END IF;
-    IF retention OPERATOR(pg_catalog.<=) interval '0' OR NOT pg_catalog.isfinite(retention) THEN
-        expiry := idem.inbox_expiry(retention, now_ts);
-    END IF;
-    -- Twice at most: a row purged between the insert's conflict and the
-    -- re-read is absent, and the second pass inserts it.
-    FOR attempt IN 1..2 LOOP
-        SELECT m.message_hash, m.expires_at INTO stored_hash, stored_expiry
-          FROM idem.consumed_message m
-         WHERE m.consumer OPERATOR(pg_catalog.=) consume_once.consumer
-           AND m.message_id OPERATOR(pg_catalog.=) consume_once.message_id;
-        IF FOUND AND stored_expiry OPERATOR(pg_catalog.>) now_ts THEN
-            IF stored_hash OPERATOR(pg_catalog.<>) consume_once.message_hash THEN
-                RAISE EXCEPTION 'message % of consumer % was consumed with a different message_hash',
-                        pg_catalog.quote_literal(message_id), pg_catalog.quote_literal(consumer)
-                    USING ERRCODE = 'P4050',
-                          DETAIL = pg_catalog.format('consumer %L, message_id %L: stored hash %s, given %s.',
-                                                     consumer, message_id, stored_hash, message_hash),
-                          HINT = 'A broker redelivers the same body under one id; a different body needs a new message id.';
-            END IF;
-            RETURN false;
-        END IF;
-        -- Read the setting only when a message is new: replays skip it.
-        expiry := COALESCE(expiry, idem.inbox_expiry(retention, now_ts));
-        INSERT INTO idem.consumed_message AS m
-               (consumer, message_id, message_hash, consumed_at, expires_at)
-        VALUES (consumer, message_id, message_hash, now_ts, expiry)
-        ON CONFLICT ON CONSTRAINT consumed_message_pkey DO UPDATE
-           SET message_hash = excluded.message_hash, consumed_at = excluded.consumed_at,
-               expires_at = excluded.expires_at, result_ref_type = NULL, result_ref_id = NULL
-         WHERE m.expires_at OPERATOR(pg_catalog.<=) now_ts;
-        IF FOUND THEN
-            RETURN true;
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'consume_once could not settle message % of consumer %',
-            pg_catalog.quote_literal(message_id), pg_catalog.quote_literal(consumer)
-        USING ERRCODE = 'P4099', DETAIL = 'The message changed under two attempts in a row.',
-              HINT = 'Retry the transaction.';
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_consume_once'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
 
 -- Records what consuming the message produced, in the consumer's
 -- transaction. P4020 when the message is not consumed (or expired).
 CREATE FUNCTION idem.set_consumed_result(
     consumer text, message_id text, result_ref_type text, result_ref_id text)
 RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM idem.check_message_name(consumer, message_id);
-    UPDATE idem.consumed_message m
-       SET result_ref_type = set_consumed_result.result_ref_type,
-           result_ref_id = set_consumed_result.result_ref_id
-     WHERE m.consumer OPERATOR(pg_catalog.=) set_consumed_result.consumer
-       AND m.message_id OPERATOR(pg_catalog.=) set_consumed_result.message_id
-       AND m.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp();
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'message % of consumer % is not consumed',
-                pg_catalog.quote_literal(message_id), pg_catalog.quote_literal(consumer)
-            USING ERRCODE = 'P4020',
-                  DETAIL = pg_catalog.format('consumer %L, message_id %L: no live consumed message.', consumer, message_id),
-                  HINT = 'Call idem.consume_once first, in the same transaction.';
-    END IF;
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_set_consumed_result'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
 
 -- Purges at most batch_limit expired consumed messages, oldest first,
 -- skipping rows live transactions hold. The worker runs it every round.
@@ -694,8 +569,6 @@ SELECT pg_catalog.count(*) FILTER (WHERE e.status OPERATOR(pg_catalog.=) 'pendin
 REVOKE ALL ON TABLE idem.consumed_message, idem.outbox_event, idem.outbox_summary FROM PUBLIC;
 REVOKE ALL ON SEQUENCE idem.outbox_lease_fence_seq FROM PUBLIC;
 REVOKE ALL ON FUNCTION
-    idem.inbox_expiry(interval, timestamptz),
-    idem.check_message_name(text, text),
     idem.check_batch_limit(integer),
     idem.consume_once(text, text, text, interval),
     idem.set_consumed_result(text, text, text, text),

@@ -4,6 +4,7 @@
 // shim around one guard (guard.hpp explains the error boundary); the bodies
 // live in the files named by the headers below. _PG_init is in module.cpp.
 #include "guard.hpp"
+#include "inbox.hpp"
 #include "invariants.hpp"
 #include "key_tools.hpp"
 #include "keystore.hpp"
@@ -29,6 +30,10 @@ IDEM_SQL_FUNCTION(extend_lock, idem::extend_lock)
 IDEM_SQL_FUNCTION(request_hash_jsonb, idem::request_hash_jsonb)
 IDEM_SQL_FUNCTION(request_hash_bytea, idem::request_hash_bytea)
 IDEM_SQL_FUNCTION(typical_duration, idem::typical_duration)
+
+// The inbox (inbox.hpp).
+IDEM_SQL_FUNCTION(consume_once, idem::consume_once)
+IDEM_SQL_FUNCTION(set_consumed_result, idem::set_consumed_result)
 
 // The key table's CHECK constraint (invariants.hpp).
 IDEM_SQL_FUNCTION(request_invariants_hold, idem::request_invariants_hold)

@@ -277,6 +277,35 @@ struct StatementSpec {
   int expected_result;  // SPI_OK_* code
 };
 
+// ==== inbox ====
+// $1 consumer, $2 message_id, $3 the call's clock: the stored hash and
+// whether the row is still live. A plain read: a replay takes no lock and no
+// transaction id, so it writes no WAL.
+const char *const inbox_observe_sql =
+    "SELECT m.message_hash, m.expires_at OPERATOR(pg_catalog.>) $3 "
+    "FROM idem.consumed_message m WHERE m.consumer OPERATOR(pg_catalog.=) $1 "
+    "AND m.message_id OPERATOR(pg_catalog.=) $2";
+
+// Runs only after inbox_observe found no live row. The conflict waits for a
+// twin's in-flight insert: when the twin commits, nothing is returned and
+// the caller looks again (a replay); when it rolls back, this row goes in.
+// An expired row ($4 the clock, $5 the new expiry) is renewed in place, as
+// if the purger had deleted it.
+const char *const inbox_insert_sql =
+    "INSERT INTO idem.consumed_message AS m "
+    "(consumer, message_id, message_hash, consumed_at, expires_at) "
+    "VALUES ($1, $2, $3, $4, $5) "
+    "ON CONFLICT ON CONSTRAINT consumed_message_pkey DO UPDATE "
+    "SET message_hash = excluded.message_hash, consumed_at = excluded.consumed_at, "
+    "expires_at = excluded.expires_at, result_ref_type = NULL, result_ref_id = NULL "
+    "WHERE m.expires_at OPERATOR(pg_catalog.<=) $4 RETURNING true";
+
+// $1 consumer, $2 message_id, $3 and $4 the result reference, $5 the clock.
+const char *const inbox_set_result_sql =
+    "UPDATE idem.consumed_message m SET result_ref_type = $3, result_ref_id = $4 "
+    "WHERE m.consumer OPERATOR(pg_catalog.=) $1 AND m.message_id OPERATOR(pg_catalog.=) $2 "
+    "AND m.expires_at OPERATOR(pg_catalog.>) $5";
+
 #define CLAIM_PARAM_TYPES                                                                 \
   {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, \
    TEXTOID, INT8OID, INT8OID}
@@ -328,11 +357,16 @@ const StatementSpec specs[] = {
     {completer_candidates_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
     {completer_claim_sql, 3, {TEXTOID, TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {completer_outcome_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
+    {inbox_observe_sql, 3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}, SPI_OK_SELECT},
+    {inbox_insert_sql, 5, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+     SPI_OK_INSERT_RETURNING},
+    {inbox_set_result_sql, 5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID},
+     SPI_OK_UPDATE},
 };
 #undef CLAIM_PARAM_TYPES
 
 constexpr int statement_count = sizeof specs / sizeof specs[0];
-static_assert(statement_count == static_cast<int>(Statement::completer_outcome) + 1,
+static_assert(statement_count == static_cast<int>(Statement::inbox_set_result) + 1,
               "one spec per Statement");
 
 // Kept plans live for the backend's life; Postgres replans them by name
