@@ -323,74 +323,18 @@ CREATE INDEX outbox_event_published ON idem.outbox_event (published_at)
 COMMENT ON TABLE idem.outbox_event IS
     'Transactional outbox: events put in business transactions, leased and marked by relays.';
 
+-- C (src/outbox.cpp). Puts of one aggregate take a transaction-level
+-- advisory lock on it (class 1768187245, the bytes of "idem") before
+-- drawing their id, so an aggregate's events commit in id order and a relay
+-- never sees event 2 while event 1's transaction is still open. The commit
+-- notifies idem_outbox; a rolled-back put notifies nothing.
 CREATE FUNCTION idem.outbox_put(
     scope text, key text, event_type text, payload jsonb,
     aggregate_type text DEFAULT NULL, aggregate_id text DEFAULT NULL,
     headers jsonb DEFAULT NULL, available_at timestamptz DEFAULT NULL)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    event_id bigint;
-    stored_payload jsonb;
-BEGIN
-    IF scope IS NULL OR scope OPERATOR(pg_catalog.=) '' OR pg_catalog.length(scope) OPERATOR(pg_catalog.>) 255 THEN
-        RAISE EXCEPTION 'scope must be 1 to 255 characters'
-            USING ERRCODE = 'P4000', DETAIL = pg_catalog.format('scope was %L.', scope),
-                  HINT = 'Pass the scope of the key the event belongs to.';
-    END IF;
-    IF key IS NULL OR key OPERATOR(pg_catalog.=) '' OR pg_catalog.length(key) OPERATOR(pg_catalog.>) 255 THEN
-        RAISE EXCEPTION 'key must be 1 to 255 characters'
-            USING ERRCODE = 'P4001', DETAIL = pg_catalog.format('scope %L, key %L.', scope, pg_catalog.left(key, 40)),
-                  HINT = 'Pass the idempotency key of the request that produced the event.';
-    END IF;
-    IF event_type IS NULL OR event_type OPERATOR(pg_catalog.=) '' OR payload IS NULL THEN
-        RAISE EXCEPTION 'event_type and payload must be given'
-            USING ERRCODE = 'P4004',
-                  DETAIL = pg_catalog.format('scope %L, key %L: event_type %L, payload %s.', scope, key, event_type,
-                                             COALESCE(payload::text, 'NULL')),
-                  HINT = 'Name the event type and pass a jsonb payload (''{}'' for none).';
-    END IF;
-    -- An aggregate's events must commit in id order, or a relay could lease
-    -- event 2 while event 1's transaction is still open (invisible to it)
-    -- and deliver them out of order. So puts of one aggregate take a
-    -- transaction-level advisory lock on it before drawing their id: the
-    -- next put of that aggregate waits for this transaction to end (writers
-    -- of one aggregate usually hold its row lock anyway). Class id: the
-    -- the four bytes of "idem" as an integer, clear of small user keys.
-    IF aggregate_id IS NOT NULL THEN
-        PERFORM pg_catalog.pg_advisory_xact_lock(
-            1768187245, pg_catalog.hashtext(COALESCE(aggregate_type, '') OPERATOR(pg_catalog.||) '/'
-                                            OPERATOR(pg_catalog.||) aggregate_id));
-    END IF;
-    INSERT INTO idem.outbox_event (scope, key, event_type, payload, aggregate_type, aggregate_id,
-                                   headers, delivery_key, available_at, created_at)
-    VALUES (scope, key, event_type, payload, aggregate_type, aggregate_id, headers,
-            idem.request_hash(pg_catalog.jsonb_build_array(scope, key, event_type)),
-            COALESCE(available_at, pg_catalog.statement_timestamp()),
-            pg_catalog.statement_timestamp())
-    ON CONFLICT ON CONSTRAINT outbox_event_identity DO NOTHING
-    RETURNING id INTO event_id;
-    IF event_id IS NOT NULL THEN
-        -- Delivered at commit only, and never for a rolled-back put.
-        PERFORM pg_catalog.pg_notify('idem_outbox', event_type);
-        RETURN event_id;
-    END IF;
-    SELECT e.id, e.payload INTO event_id, stored_payload FROM idem.outbox_event e
-     WHERE e.scope OPERATOR(pg_catalog.=) outbox_put.scope AND e.key OPERATOR(pg_catalog.=) outbox_put.key
-       AND e.event_type OPERATOR(pg_catalog.=) outbox_put.event_type;
-    IF stored_payload OPERATOR(pg_catalog.<>) payload THEN
-        RAISE EXCEPTION 'outbox event % of key % was put with a different payload',
-                pg_catalog.quote_literal(event_type), pg_catalog.quote_literal(key)
-            USING ERRCODE = 'P4051',
-                  DETAIL = pg_catalog.format('scope %L, key %L, event_type %L: event %s has another payload.',
-                                             scope, key, event_type, event_id),
-                  HINT = 'An event is put once per (scope, key, event_type); a different event needs its own key or type.';
-    END IF;
-    RETURN event_id;
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_outbox_put'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
 
 -- Due events for one relay. An event is due when it is pending (or its
 -- lease ran out) and available, and no earlier event of its aggregate is
@@ -466,23 +410,11 @@ BEGIN
 END
 $$;
 
+-- C (src/outbox.cpp), with outbox_lease_lost's words for a lost lease.
 CREATE FUNCTION idem.outbox_published(id bigint, lease_fence bigint)
 RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    UPDATE idem.outbox_event e
-       SET status = 'published', published_at = pg_catalog.statement_timestamp(),
-           leased_until = NULL, lease_fence = NULL, last_error = NULL
-     WHERE e.id OPERATOR(pg_catalog.=) outbox_published.id
-       AND e.status OPERATOR(pg_catalog.=) 'leased'
-       AND e.lease_fence OPERATOR(pg_catalog.=) outbox_published.lease_fence;
-    IF NOT FOUND THEN
-        PERFORM idem.outbox_lease_lost(id, lease_fence, 'published');
-    END IF;
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_outbox_published'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
 
 -- Backoff after a failure: retry_after when given, else base * 2^(n-1)
 -- capped at idem.outbox_backoff_max, then jittered down to between half

@@ -7,6 +7,7 @@
 #include "inbox.hpp"
 #include "invariants.hpp"
 #include "key_tools.hpp"
+#include "outbox.hpp"
 #include "keystore.hpp"
 #include "request_durations.hpp"
 #include "request_hash.hpp"
@@ -31,9 +32,11 @@ IDEM_SQL_FUNCTION(request_hash_jsonb, idem::request_hash_jsonb)
 IDEM_SQL_FUNCTION(request_hash_bytea, idem::request_hash_bytea)
 IDEM_SQL_FUNCTION(typical_duration, idem::typical_duration)
 
-// The inbox (inbox.hpp).
+// The inbox and the outbox (inbox.hpp, outbox.hpp).
 IDEM_SQL_FUNCTION(consume_once, idem::consume_once)
 IDEM_SQL_FUNCTION(set_consumed_result, idem::set_consumed_result)
+IDEM_SQL_FUNCTION(outbox_put, idem::outbox_put)
+IDEM_SQL_FUNCTION(outbox_published, idem::outbox_published)
 
 // The key table's CHECK constraint (invariants.hpp).
 IDEM_SQL_FUNCTION(request_invariants_hold, idem::request_invariants_hold)

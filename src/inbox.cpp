@@ -9,6 +9,7 @@
 #include "inbox.hpp"
 
 #include "errors.hpp"
+#include "message_arguments.hpp"
 #include "message_maintenance.hpp"
 #include "scope_policy.hpp"
 #include "spi_session.hpp"
@@ -17,47 +18,23 @@ namespace idem {
 
 namespace {
 
+using namespace message_arguments;
+
 // Twice at most: a row purged between the insert's conflict and the re-read
 // is absent, and the second pass inserts it.
 constexpr int max_consume_steps = 2;
-constexpr int max_name_chars = 255;
-constexpr int detail_name_chars = 40;  // as the SQL's left(name, 40)
 
-[[noreturn]] void throw_message_error(const char *sqlstate, const char *message,
-                                      const char *detail, const char *hint) {
-  throw Error(sqlstate, message, detail, hint);
-}
-
-// format()'s %L: the quoted literal, or NULL unquoted.
-const char *literal(const text *value, int max_chars = -1) {
-  if (value == nullptr) return "NULL";
-  const char *data = VARDATA_ANY(value);
-  int bytes = VARSIZE_ANY_EXHDR(value);
-  if (max_chars >= 0) bytes = pg_mbcharcliplen(data, bytes, max_chars);
-  return quote_literal_cstr(pnstrdup(data, bytes));
-}
-
-bool name_fits(const text *value) {
-  if (value == nullptr) return false;
-  int chars = pg_mbstrlen_with_len(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
-  return chars >= 1 && chars <= max_name_chars;
-}
-
-const text *text_argument(FunctionCallInfo fcinfo, int argno) {
-  return PG_ARGISNULL(argno) ? nullptr : PG_GETARG_TEXT_PP(argno);
-}
-
-// consumer and message_id (P4000, P4001), as idem.check_message_name words them.
+// consumer and message_id (P4000, P4001).
 void require_message_name(const text *consumer, const text *message_id) {
   if (!name_fits(consumer))
-    throw_message_error(sqlstate::scope_invalid, "consumer must be 1 to 255 characters",
-                        psprintf("consumer was %s.", literal(consumer, detail_name_chars)),
-                        "Name the consumer (the scope of its message ids).");
+    throw_error(sqlstate::scope_invalid, "consumer must be 1 to 255 characters",
+                psprintf("consumer was %s.", literal(consumer, detail_name_chars)),
+                "Name the consumer (the scope of its message ids).");
   if (!name_fits(message_id))
-    throw_message_error(sqlstate::key_invalid, "message_id must be 1 to 255 characters",
-                        psprintf("consumer %s, message_id %s.", literal(consumer),
-                                 literal(message_id, detail_name_chars)),
-                        "Pass the message's own id, as the broker delivers it.");
+    throw_error(sqlstate::key_invalid, "message_id must be 1 to 255 characters",
+                psprintf("consumer %s, message_id %s.", literal(consumer),
+                         literal(message_id, detail_name_chars)),
+                "Pass the message's own id, as the broker delivers it.");
 }
 
 // The expiry of a message consumed at `now`: the argument, else the
@@ -92,19 +69,18 @@ void require_retention(FunctionCallInfo fcinfo) {
   if (PG_ARGISNULL(3)) return;
   Interval *given = PG_GETARG_INTERVAL_P(3);
   Interval zero = {};
-  bool positive = DatumGetBool(DirectFunctionCall2(interval_gt, IntervalPGetDatum(given),
-                                                   IntervalPGetDatum(&zero)));
+  bool positive = DatumGetBool(
+      DirectFunctionCall2(interval_gt, IntervalPGetDatum(given), IntervalPGetDatum(&zero)));
   if (positive && compat::interval_is_finite(given)) return;
-  throw_message_error(sqlstate::bad_argument, "retention must be positive and finite",
-                      psprintf("retention was %s.",
-                               DatumGetCString(DirectFunctionCall1(interval_out,
-                                                                   IntervalPGetDatum(given)))),
-                      "Pass a positive interval, or NULL for idem.inbox_retention.");
+  throw_error(sqlstate::bad_argument, "retention must be positive and finite",
+              psprintf("retention was %s.", DatumGetCString(DirectFunctionCall1(
+                                                interval_out, IntervalPGetDatum(given)))),
+              "Pass a positive interval, or NULL for idem.inbox_retention.");
 }
 
 [[noreturn]] void throw_hash_mismatch(const text *consumer, const text *message_id,
                                       const char *stored_hash, const text *message_hash) {
-  throw_message_error(
+  throw_error(
       sqlstate::message_mismatch,
       psprintf("message %s of consumer %s was consumed with a different message_hash",
                literal(message_id), literal(consumer)),
@@ -129,10 +105,9 @@ Datum consume_once(FunctionCallInfo fcinfo) {
   const text *message_hash = text_argument(fcinfo, 2);
   require_message_name(consumer, message_id);
   if (message_hash == nullptr || VARSIZE_ANY_EXHDR(message_hash) == 0)
-    throw_message_error(sqlstate::request_hash_invalid, "message_hash must not be empty",
-                        psprintf("consumer %s, message_id %s.", literal(consumer),
-                                 literal(message_id)),
-                        "Pass a fingerprint of the message body, for example idem.request_hash(body).");
+    throw_error(sqlstate::request_hash_invalid, "message_hash must not be empty",
+                psprintf("consumer %s, message_id %s.", literal(consumer), literal(message_id)),
+                "Pass a fingerprint of the message body, for example idem.request_hash(body).");
   require_retention(fcinfo);
   TimestampTz now = GetCurrentStatementStartTimestamp();
   // The expiry only matters to a new message, but the policy cache may need
@@ -166,10 +141,10 @@ Datum consume_once(FunctionCallInfo fcinfo) {
     }
   }
   spi_finish(&session);
-  throw_message_error(sqlstate::internal,
-                      psprintf("consume_once could not settle message %s of consumer %s",
-                               literal(message_id), literal(consumer)),
-                      "The message changed under two attempts in a row.", "Retry the transaction.");
+  throw_error(sqlstate::internal,
+              psprintf("consume_once could not settle message %s of consumer %s",
+                       literal(message_id), literal(consumer)),
+              "The message changed under two attempts in a row.", "Retry the transaction.");
 }
 
 Datum set_consumed_result(FunctionCallInfo fcinfo) {
@@ -188,12 +163,12 @@ Datum set_consumed_result(FunctionCallInfo fcinfo) {
   uint64 updated = spi_run(&session, Statement::inbox_set_result, params, nulls);
   spi_finish(&session);
   if (updated == 0)
-    throw_message_error(sqlstate::key_not_found,
-                        psprintf("message %s of consumer %s is not consumed", literal(message_id),
-                                 literal(consumer)),
-                        psprintf("consumer %s, message_id %s: no live consumed message.",
-                                 literal(consumer), literal(message_id)),
-                        "Call idem.consume_once first, in the same transaction.");
+    throw_error(sqlstate::key_not_found,
+                psprintf("message %s of consumer %s is not consumed", literal(message_id),
+                         literal(consumer)),
+                psprintf("consumer %s, message_id %s: no live consumed message.", literal(consumer),
+                         literal(message_id)),
+                "Call idem.consume_once first, in the same transaction.");
   PG_RETURN_VOID();
 }
 

@@ -306,6 +306,30 @@ const char *const inbox_set_result_sql =
     "WHERE m.consumer OPERATOR(pg_catalog.=) $1 AND m.message_id OPERATOR(pg_catalog.=) $2 "
     "AND m.expires_at OPERATOR(pg_catalog.>) $5";
 
+// outbox_put: $1 scope, $2 key, $3 event_type, $4 payload, $5 aggregate_type,
+// $6 aggregate_id, $7 headers, $8 available_at (NULL: now), $9 the clock.
+const char *const outbox_insert_sql =
+    "INSERT INTO idem.outbox_event (scope, key, event_type, payload, aggregate_type, "
+    "aggregate_id, headers, delivery_key, available_at, created_at) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, "
+    "idem.request_hash(pg_catalog.jsonb_build_array($1, $2, $3)), "
+    "COALESCE($8, $9), $9) "
+    "ON CONFLICT ON CONSTRAINT outbox_event_identity DO NOTHING RETURNING id";
+const char *const outbox_existing_sql =
+    "SELECT e.id, e.payload OPERATOR(pg_catalog.=) $4 FROM idem.outbox_event e "
+    "WHERE e.scope OPERATOR(pg_catalog.=) $1 AND e.key OPERATOR(pg_catalog.=) $2 "
+    "AND e.event_type OPERATOR(pg_catalog.=) $3";
+// $1 id, $2 lease fence, $3 the clock.
+const char *const outbox_published_sql =
+    "UPDATE idem.outbox_event e SET status = 'published'::idem.outbox_status, "
+    "published_at = $3, leased_until = NULL, lease_fence = NULL, last_error = NULL "
+    "WHERE e.id OPERATOR(pg_catalog.=) $1 "
+    "AND e.status OPERATOR(pg_catalog.=) 'leased'::idem.outbox_status "
+    "AND e.lease_fence OPERATOR(pg_catalog.=) $2";
+const char *const outbox_event_state_sql =
+    "SELECT e.status::pg_catalog.text, e.lease_fence FROM idem.outbox_event e "
+    "WHERE e.id OPERATOR(pg_catalog.=) $1";
+
 #define CLAIM_PARAM_TYPES                                                                 \
   {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, \
    TEXTOID, INT8OID, INT8OID}
@@ -362,11 +386,18 @@ const StatementSpec specs[] = {
      SPI_OK_INSERT_RETURNING},
     {inbox_set_result_sql, 5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID},
      SPI_OK_UPDATE},
+    {outbox_insert_sql, 9,
+     {TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID,
+      TIMESTAMPTZOID},
+     SPI_OK_INSERT_RETURNING},
+    {outbox_existing_sql, 4, {TEXTOID, TEXTOID, TEXTOID, JSONBOID}, SPI_OK_SELECT},
+    {outbox_published_sql, 3, {INT8OID, INT8OID, TIMESTAMPTZOID}, SPI_OK_UPDATE},
+    {outbox_event_state_sql, 1, {INT8OID}, SPI_OK_SELECT},
 };
 #undef CLAIM_PARAM_TYPES
 
 constexpr int statement_count = sizeof specs / sizeof specs[0];
-static_assert(statement_count == static_cast<int>(Statement::inbox_set_result) + 1,
+static_assert(statement_count == static_cast<int>(Statement::outbox_event_state) + 1,
               "one spec per Statement");
 
 // Kept plans live for the backend's life; Postgres replans them by name
