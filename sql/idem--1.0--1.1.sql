@@ -340,58 +340,21 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'idem_outbox_put'
 LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
 
--- Due events for one relay. An event is due when it is pending (or its
--- lease ran out) and available, and no earlier event of its aggregate is
--- pending or leased: an aggregate's events go out one at a time, in id
--- order (dead and published ones do not hold it back). SKIP LOCKED: two
--- relays never wait for, or get, the same event; a row another relay
--- leased meanwhile is re-checked on its new version and left out.
+-- Due events for one relay (C, src/outbox.cpp; the statement is in
+-- src/statements.cpp). An event is due when it is pending (or its lease ran
+-- out) and available, and no earlier event of its aggregate is pending or
+-- leased: an aggregate's events go out one at a time, in id order (dead and
+-- published ones do not hold it back). SKIP LOCKED: two relays never wait
+-- for, or get, the same event; a row another relay leased meanwhile is
+-- re-checked on its new version and left out.
 CREATE FUNCTION idem.outbox_lease(
     batch_limit integer DEFAULT 100, lease interval DEFAULT '30 seconds',
     event_types text[] DEFAULT NULL)
 RETURNS TABLE (id bigint, lease_fence bigint, scope text, key text,
                event_type text, aggregate_type text, aggregate_id text, payload jsonb,
                headers jsonb, attempt_count integer, delivery_key text)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 100
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ts timestamptz := pg_catalog.statement_timestamp();
-BEGIN
-    PERFORM idem.check_batch_limit(batch_limit);
-    IF lease IS NULL OR lease OPERATOR(pg_catalog.<=) interval '0' OR NOT pg_catalog.isfinite(lease) THEN
-        RAISE EXCEPTION 'lease must be positive and finite'
-            USING ERRCODE = 'P4004', DETAIL = pg_catalog.format('lease was %s.', COALESCE(lease::text, 'NULL')),
-                  HINT = 'Pass a lease longer than one delivery takes.';
-    END IF;
-    RETURN QUERY
-    WITH due AS (
-        SELECT e.id AS due_id FROM idem.outbox_event e
-         WHERE e.status IN ('pending', 'leased')
-           AND (e.status OPERATOR(pg_catalog.=) 'pending' OR e.leased_until OPERATOR(pg_catalog.<=) now_ts)
-           AND e.available_at OPERATOR(pg_catalog.<=) now_ts
-           AND (event_types IS NULL OR e.event_type OPERATOR(pg_catalog.=) ANY (event_types))
-           AND NOT EXISTS (
-               SELECT FROM idem.outbox_event p
-                WHERE e.aggregate_id IS NOT NULL
-                  AND p.status IN ('pending', 'leased') AND p.aggregate_id IS NOT NULL
-                  AND p.aggregate_type IS NOT DISTINCT FROM e.aggregate_type
-                  AND p.aggregate_id OPERATOR(pg_catalog.=) e.aggregate_id
-                  AND p.id OPERATOR(pg_catalog.<) e.id)
-         ORDER BY e.id
-         LIMIT batch_limit
-         FOR UPDATE OF e SKIP LOCKED)
-    UPDATE idem.outbox_event o
-       SET status = 'leased',
-           lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'),
-           leased_until = now_ts OPERATOR(pg_catalog.+) lease,
-           attempt_count = o.attempt_count OPERATOR(pg_catalog.+) 1
-      FROM due
-     WHERE o.id OPERATOR(pg_catalog.=) due.due_id
-    RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type, o.aggregate_id,
-              o.payload, o.headers, o.attempt_count, o.delivery_key;
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_outbox_lease'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 100;
 
 -- The lease check of published and failed: the event must be leased under
 -- this fence (its lease may have run out, as long as no relay leased it

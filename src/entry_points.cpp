@@ -36,6 +36,7 @@ IDEM_SQL_FUNCTION(typical_duration, idem::typical_duration)
 IDEM_SQL_FUNCTION(consume_once, idem::consume_once)
 IDEM_SQL_FUNCTION(set_consumed_result, idem::set_consumed_result)
 IDEM_SQL_FUNCTION(outbox_put, idem::outbox_put)
+IDEM_SQL_FUNCTION(outbox_lease, idem::outbox_lease)
 IDEM_SQL_FUNCTION(outbox_published, idem::outbox_published)
 
 // The key table's CHECK constraint (invariants.hpp).

@@ -19,6 +19,8 @@ using namespace message_arguments;
 // The advisory lock class of outbox_put's per-aggregate lock: the four
 // bytes of "idem" as an integer, clear of small user keys.
 constexpr int32 aggregate_lock_class = 1768187245;
+// The columns of outbox_lease's result (its RETURNS TABLE).
+constexpr int lease_columns = 11;
 
 void require_event(FunctionCallInfo fcinfo, const text *scope, const text *key,
                    const text *event_type) {
@@ -104,6 +106,47 @@ Datum outbox_put(FunctionCallInfo fcinfo) {
         "An event is put once per (scope, key, event_type); a different event needs its own key "
         "or type.");
   PG_RETURN_INT64(id);
+}
+
+Datum outbox_lease(FunctionCallInfo fcinfo) {
+  if (PG_ARGISNULL(0) || PG_GETARG_INT32(0) <= 0)
+    throw_error(sqlstate::bad_argument, "batch_limit must be positive",
+                PG_ARGISNULL(0) ? "batch_limit was NULL."
+                                : psprintf("batch_limit was %d.", PG_GETARG_INT32(0)),
+                "Pass a positive number of rows.");
+  Interval zero = {};
+  if (PG_ARGISNULL(1) ||
+      !DatumGetBool(
+          DirectFunctionCall2(interval_gt, PG_GETARG_DATUM(1), IntervalPGetDatum(&zero))) ||
+      !compat::interval_is_finite(PG_GETARG_INTERVAL_P(1)))
+    throw_error(sqlstate::bad_argument, "lease must be positive and finite",
+                psprintf("lease was %s.", PG_ARGISNULL(1) ? "NULL"
+                                                          : DatumGetCString(DirectFunctionCall1(
+                                                                interval_out, PG_GETARG_DATUM(1)))),
+                "Pass a lease longer than one delivery takes.");
+  InitMaterializedSRF(fcinfo, 0);
+  auto *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+  int natts = result->setDesc->natts;
+  if (natts != lease_columns)
+    throw_error(sqlstate::internal,
+                "idem.outbox_lease's result does not have the columns this library returns",
+                psprintf("it has %d columns; the library returns %d", natts, lease_columns),
+                "Reinstall the extension: the library and its SQL script disagree.");
+  Datum params[4] = {TimestampTzGetDatum(GetCurrentStatementStartTimestamp()), PG_GETARG_DATUM(1),
+                     PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), PG_GETARG_DATUM(0)};
+  char nulls[5] = "    ";
+  if (PG_ARGISNULL(2)) nulls[2] = 'n';
+  SpiSession session;
+  spi_connect(&session);
+  uint64 rows = spi_run(&session, Statement::outbox_lease, params, nulls);
+  for (uint64 row = 0; row < rows; ++row) {
+    Datum values[lease_columns];
+    bool isnull[lease_columns];
+    spi_copy_row(&session, row, lease_columns, values, isnull);
+    tuplestore_putvalues(result->setResult, result->setDesc, values, isnull);
+  }
+  spi_finish(&session);
+  return Datum(0);
 }
 
 Datum outbox_published(FunctionCallInfo fcinfo) {

@@ -326,6 +326,30 @@ const char *const outbox_published_sql =
     "WHERE e.id OPERATOR(pg_catalog.=) $1 "
     "AND e.status OPERATOR(pg_catalog.=) 'leased'::idem.outbox_status "
     "AND e.lease_fence OPERATOR(pg_catalog.=) $2";
+// $1 the clock, $2 the lease, $3 event types (NULL: all), $4 the batch
+// limit. An event is due when it is pending (or its lease ran out) and
+// available, and no earlier event of its aggregate is pending or leased: an
+// aggregate's events go out one at a time, in id order. SKIP LOCKED: two
+// relays never wait for, or get, the same event.
+const char *const outbox_lease_sql =
+    "WITH due AS (SELECT e.id AS due_id FROM idem.outbox_event e "
+    "WHERE e.status IN ('pending', 'leased') "
+    "AND (e.status OPERATOR(pg_catalog.=) 'pending' OR e.leased_until OPERATOR(pg_catalog.<=) $1) "
+    "AND e.available_at OPERATOR(pg_catalog.<=) $1 "
+    "AND ($3 IS NULL OR e.event_type OPERATOR(pg_catalog.=) ANY ($3)) "
+    "AND NOT EXISTS (SELECT FROM idem.outbox_event p WHERE e.aggregate_id IS NOT NULL "
+    "AND p.status IN ('pending', 'leased') AND p.aggregate_id IS NOT NULL "
+    "AND p.aggregate_type IS NOT DISTINCT FROM e.aggregate_type "
+    "AND p.aggregate_id OPERATOR(pg_catalog.=) e.aggregate_id "
+    "AND p.id OPERATOR(pg_catalog.<) e.id) "
+    "ORDER BY e.id LIMIT $4 FOR UPDATE OF e SKIP LOCKED) "
+    "UPDATE idem.outbox_event o SET status = 'leased'::idem.outbox_status, "
+    "lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass), "
+    "leased_until = $1 OPERATOR(pg_catalog.+) $2, "
+    "attempt_count = o.attempt_count OPERATOR(pg_catalog.+) 1 "
+    "FROM due WHERE o.id OPERATOR(pg_catalog.=) due.due_id "
+    "RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type, "
+    "o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key";
 const char *const outbox_event_state_sql =
     "SELECT e.status::pg_catalog.text, e.lease_fence FROM idem.outbox_event e "
     "WHERE e.id OPERATOR(pg_catalog.=) $1";
@@ -393,11 +417,13 @@ const StatementSpec specs[] = {
     {outbox_existing_sql, 4, {TEXTOID, TEXTOID, TEXTOID, JSONBOID}, SPI_OK_SELECT},
     {outbox_published_sql, 3, {INT8OID, INT8OID, TIMESTAMPTZOID}, SPI_OK_UPDATE},
     {outbox_event_state_sql, 1, {INT8OID}, SPI_OK_SELECT},
+    {outbox_lease_sql, 4, {TIMESTAMPTZOID, INTERVALOID, TEXTARRAYOID, INT4OID},
+     SPI_OK_UPDATE_RETURNING},
 };
 #undef CLAIM_PARAM_TYPES
 
 constexpr int statement_count = sizeof specs / sizeof specs[0];
-static_assert(statement_count == static_cast<int>(Statement::outbox_event_state) + 1,
+static_assert(statement_count == static_cast<int>(Statement::outbox_lease) + 1,
               "one spec per Statement");
 
 // Kept plans live for the backend's life; Postgres replans them by name

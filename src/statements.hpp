@@ -48,6 +48,7 @@ enum class Statement {
   outbox_existing,         // outbox_put after a conflict: the event and its payload
   outbox_published,        // the fenced mark
   outbox_event_state,      // why a fenced mark matched nothing
+  outbox_lease,            // due events for one relay, leased under new fences
 };
 
 // Columns of the claim statements' result rows.
