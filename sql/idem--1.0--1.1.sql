@@ -180,16 +180,17 @@ FROM PUBLIC;
 -- DESIGN.md "Consume-once for message consumers (the inbox)" and
 -- "Transactional outbox"; README "Message consumers" and "Outbox".
 --
--- consume_once and set_consumed_result are C++ with kept SPI plans
--- (src/inbox.cpp), like the key store's claim: a consumer calls them once
--- per message, and as PL/pgSQL the call, SET search_path and one SPI query
--- per statement made consume_once 0.5x (new) and 0.8x (replay) a plain
--- INSERT ... ON CONFLICT DO NOTHING (bench/README.md, "1.1: inbox and
--- outbox"). The rest stays PL/pgSQL: one or two set-based statements each
--- (FOR UPDATE SKIP LOCKED, NOT EXISTS over the aggregate) whose whole point
--- is the SQL.
+-- The request-path functions (consume_once, set_consumed_result,
+-- outbox_put, outbox_lease, outbox_published) are C++ with kept SPI plans
+-- (src/inbox.cpp, src/outbox.cpp), like the key store's claim: as PL/pgSQL
+-- the call, SET search_path and one SPI query per statement made
+-- consume_once 0.4-0.5x (new) and 0.7-0.8x (replay) a plain INSERT ... ON
+-- CONFLICT DO NOTHING (bench/README.md, "1.1: inbox and outbox"). The
+-- purges, outbox_failed and the helpers stay PL/pgSQL: called rarely, and
+-- their statements are the whole of them.
 
--- Settings (defined by the library, src/message_settings.cpp): read with
+-- Settings (defined by the library, src/message_maintenance.cpp): the C
+-- functions read the variables; the PL/pgSQL ones read them with
 -- current_setting(..., true) and the same default as the C definition when
 -- this backend has not loaded the library yet (no call of a C function so
 -- far), so a function gives the same answer before and after the load.
