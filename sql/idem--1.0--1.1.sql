@@ -180,18 +180,17 @@ FROM PUBLIC;
 -- DESIGN.md "Consume-once for message consumers (the inbox)" and
 -- "Transactional outbox"; README "Message consumers" and "Outbox".
 --
--- Why PL/pgSQL here and C++ for the key store: every function below is one
--- or two set-based statements whose whole point is the SQL (ON CONFLICT
--- waiting for an in-flight twin, FOR UPDATE SKIP LOCKED, NOT EXISTS over the
--- aggregate), with no classification to compute between them, and RAISE
--- carries SQLSTATE, DETAIL and HINT; PL/pgSQL keeps each statement's plan per
--- backend as the C++ layer's kept SPI plans do (src/statements.cpp). The
--- price, measured in bench/README.md ("1.1: inbox and outbox"): the call,
--- SET search_path and one SPI query per statement make consume_once 0.5x
--- (new) and 0.8x (replay) a plain INSERT ... ON CONFLICT DO NOTHING, short of
--- the 0.9x / 1.5x targets; consume_once is the function to move to C++.
+-- The request-path functions (consume_once, set_consumed_result,
+-- outbox_put, outbox_lease, outbox_published) are C++ with kept SPI plans
+-- (src/inbox.cpp, src/outbox.cpp), like the key store's claim: as PL/pgSQL
+-- the call, SET search_path and one SPI query per statement made
+-- consume_once 0.4-0.5x (new) and 0.7-0.8x (replay) a plain INSERT ... ON
+-- CONFLICT DO NOTHING (bench/README.md, "1.1: inbox and outbox"). The
+-- purges, outbox_failed and the helpers stay PL/pgSQL: called rarely, and
+-- their statements are the whole of them.
 
--- Settings (defined by the library, src/message_settings.cpp): read with
+-- Settings (defined by the library, src/message_maintenance.cpp): the C
+-- functions read the variables; the PL/pgSQL ones read them with
 -- current_setting(..., true) and the same default as the C definition when
 -- this backend has not loaded the library yet (no call of a C function so
 -- far), so a function gives the same answer before and after the load.
@@ -216,152 +215,29 @@ CREATE INDEX consumed_message_expiry ON idem.consumed_message (expires_at);
 COMMENT ON TABLE idem.consumed_message IS
     'Messages consumed once per consumer (idem.consume_once); purged after expires_at.';
 
--- How long a consumed message is remembered: the argument, else the
--- setting idem.inbox_retention (-1: forever). NULL means 'infinity'.
-CREATE FUNCTION idem.inbox_expiry(retention interval, consumed_at timestamptz)
-RETURNS timestamptz
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    setting text := pg_catalog.current_setting('idem.inbox_retention', true);
-BEGIN
-    IF retention IS NOT NULL THEN
-        IF retention OPERATOR(pg_catalog.<=) interval '0' OR NOT pg_catalog.isfinite(retention) THEN
-            RAISE EXCEPTION 'retention must be positive and finite'
-                USING ERRCODE = 'P4004', DETAIL = pg_catalog.format('retention was %s.', retention),
-                      HINT = 'Pass a positive interval, or NULL for idem.inbox_retention.';
-        END IF;
-        RETURN consumed_at OPERATOR(pg_catalog.+) retention;
-    END IF;
-    -- The library's default, 7 days, when it is not loaded in this backend yet.
-    setting := COALESCE(setting, '7d');
-    IF setting OPERATOR(pg_catalog.=) '-1' THEN
-        RETURN 'infinity';
-    END IF;
-    RETURN consumed_at OPERATOR(pg_catalog.+) setting::pg_catalog.interval;
-END
-$$;
-
--- The checks every inbox call shares: P4000 / P4001 as for keys.
-CREATE FUNCTION idem.check_message_name(consumer text, message_id text)
-RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF consumer IS NULL OR consumer OPERATOR(pg_catalog.=) '' OR pg_catalog.length(consumer) OPERATOR(pg_catalog.>) 255 THEN
-        RAISE EXCEPTION 'consumer must be 1 to 255 characters'
-            USING ERRCODE = 'P4000', DETAIL = pg_catalog.format('consumer was %L.', pg_catalog.left(consumer, 40)),
-                  HINT = 'Name the consumer (the scope of its message ids).';
-    END IF;
-    IF message_id IS NULL OR message_id OPERATOR(pg_catalog.=) '' OR pg_catalog.length(message_id) OPERATOR(pg_catalog.>) 255 THEN
-        RAISE EXCEPTION 'message_id must be 1 to 255 characters'
-            USING ERRCODE = 'P4001',
-                  DETAIL = pg_catalog.format('consumer %L, message_id %L.', consumer, pg_catalog.left(message_id, 40)),
-                  HINT = 'Pass the message''s own id, as the broker delivers it.';
-    END IF;
-END
-$$;
-
--- Look first: a replay (the message was consumed and committed) is one
--- index probe that takes no lock and no transaction id, so it writes no WAL.
--- Only an absent or expired message goes to the INSERT ... ON CONFLICT,
--- which waits for a twin's in-flight insert: when the twin commits the
--- conflict holds and the row is only re-read (false); when it rolls back,
--- this insert goes in (true). An expired row is renewed in place, as if the
--- purger had deleted it.
+-- consume_once and set_consumed_result are C (src/inbox.cpp), as the key
+-- store's claim is: consume_once looks first with one kept SELECT, so a
+-- replay takes no lock and no transaction id and writes no WAL; only an
+-- absent or expired message goes to one kept INSERT ... ON CONFLICT, which
+-- waits for a twin's in-flight insert (when the twin commits, false; when it
+-- rolls back, true). The retention: the argument, else the consumer's
+-- idem.scope_policy retention (or keep_forever), else idem.inbox_retention.
+-- SECURITY DEFINER without SET search_path, as the 1.0 C functions: every
+-- statement they run is schema-qualified.
 CREATE FUNCTION idem.consume_once(
     consumer text, message_id text, message_hash text,
     retention interval DEFAULT NULL)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ts timestamptz := pg_catalog.statement_timestamp();
-    stored_hash text;
-    stored_expiry timestamptz;
-    expiry timestamptz;
-BEGIN
-    -- The checks as simple expressions (PL/pgSQL evaluates those without a
-    -- query); the helpers, real queries, run only to word an error.
-    IF pg_catalog.length(consumer) NOT BETWEEN 1 AND 255 OR pg_catalog.length(message_id) NOT BETWEEN 1 AND 255
-       OR consumer IS NULL OR message_id IS NULL THEN
-        PERFORM idem.check_message_name(consumer, message_id);
-    END IF;
-    IF message_hash IS NULL OR message_hash OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION 'message_hash must not be empty'
-            USING ERRCODE = 'P4003',
-                  DETAIL = pg_catalog.format('consumer %L, message_id %L.', consumer, message_id),
-                  HINT = 'Pass a fingerprint of the message body, for example idem.request_hash(body).';
-    END IF;
-    IF retention OPERATOR(pg_catalog.<=) interval '0' OR NOT pg_catalog.isfinite(retention) THEN
-        expiry := idem.inbox_expiry(retention, now_ts);
-    END IF;
-    -- Twice at most: a row purged between the insert's conflict and the
-    -- re-read is absent, and the second pass inserts it.
-    FOR attempt IN 1..2 LOOP
-        SELECT m.message_hash, m.expires_at INTO stored_hash, stored_expiry
-          FROM idem.consumed_message m
-         WHERE m.consumer OPERATOR(pg_catalog.=) consume_once.consumer
-           AND m.message_id OPERATOR(pg_catalog.=) consume_once.message_id;
-        IF FOUND AND stored_expiry OPERATOR(pg_catalog.>) now_ts THEN
-            IF stored_hash OPERATOR(pg_catalog.<>) consume_once.message_hash THEN
-                RAISE EXCEPTION 'message % of consumer % was consumed with a different message_hash',
-                        pg_catalog.quote_literal(message_id), pg_catalog.quote_literal(consumer)
-                    USING ERRCODE = 'P4050',
-                          DETAIL = pg_catalog.format('consumer %L, message_id %L: stored hash %s, given %s.',
-                                                     consumer, message_id, stored_hash, message_hash),
-                          HINT = 'A broker redelivers the same body under one id; a different body needs a new message id.';
-            END IF;
-            RETURN false;
-        END IF;
-        -- Read the setting only when a message is new: replays skip it.
-        expiry := COALESCE(expiry, idem.inbox_expiry(retention, now_ts));
-        INSERT INTO idem.consumed_message AS m
-               (consumer, message_id, message_hash, consumed_at, expires_at)
-        VALUES (consumer, message_id, message_hash, now_ts, expiry)
-        ON CONFLICT ON CONSTRAINT consumed_message_pkey DO UPDATE
-           SET message_hash = excluded.message_hash, consumed_at = excluded.consumed_at,
-               expires_at = excluded.expires_at, result_ref_type = NULL, result_ref_id = NULL
-         WHERE m.expires_at OPERATOR(pg_catalog.<=) now_ts;
-        IF FOUND THEN
-            RETURN true;
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'consume_once could not settle message % of consumer %',
-            pg_catalog.quote_literal(message_id), pg_catalog.quote_literal(consumer)
-        USING ERRCODE = 'P4099', DETAIL = 'The message changed under two attempts in a row.',
-              HINT = 'Retry the transaction.';
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_consume_once'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
 
 -- Records what consuming the message produced, in the consumer's
 -- transaction. P4020 when the message is not consumed (or expired).
 CREATE FUNCTION idem.set_consumed_result(
     consumer text, message_id text, result_ref_type text, result_ref_id text)
 RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM idem.check_message_name(consumer, message_id);
-    UPDATE idem.consumed_message m
-       SET result_ref_type = set_consumed_result.result_ref_type,
-           result_ref_id = set_consumed_result.result_ref_id
-     WHERE m.consumer OPERATOR(pg_catalog.=) set_consumed_result.consumer
-       AND m.message_id OPERATOR(pg_catalog.=) set_consumed_result.message_id
-       AND m.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp();
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'message % of consumer % is not consumed',
-                pg_catalog.quote_literal(message_id), pg_catalog.quote_literal(consumer)
-            USING ERRCODE = 'P4020',
-                  DETAIL = pg_catalog.format('consumer %L, message_id %L: no live consumed message.', consumer, message_id),
-                  HINT = 'Call idem.consume_once first, in the same transaction.';
-    END IF;
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_set_consumed_result'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
 
 -- Purges at most batch_limit expired consumed messages, oldest first,
 -- skipping rows live transactions hold. The worker runs it every round.
@@ -439,7 +315,11 @@ CREATE TABLE idem.outbox_event (
 CREATE INDEX outbox_event_open ON idem.outbox_event (id)
     WHERE status IN ('pending', 'leased');
 -- The ordering rule's probe: an earlier open event of the same aggregate.
-CREATE INDEX outbox_event_open_aggregate ON idem.outbox_event (aggregate_type, aggregate_id, id)
+-- aggregate_id leads and aggregate_type stays out: the probe compares the
+-- types with IS NOT DISTINCT FROM, which no index can serve, and with the
+-- type first the planner fell back to scanning every open event for each
+-- candidate (22 ms a lease with 17,000 events open; bench/README.md).
+CREATE INDEX outbox_event_open_aggregate ON idem.outbox_event (aggregate_id, id)
     WHERE status IN ('pending', 'leased') AND aggregate_id IS NOT NULL;
 -- The purger's scan.
 CREATE INDEX outbox_event_published ON idem.outbox_event (published_at)
@@ -448,127 +328,34 @@ CREATE INDEX outbox_event_published ON idem.outbox_event (published_at)
 COMMENT ON TABLE idem.outbox_event IS
     'Transactional outbox: events put in business transactions, leased and marked by relays.';
 
+-- C (src/outbox.cpp). Puts of one aggregate take a transaction-level
+-- advisory lock on it (class 1768187245, the bytes of "idem") before
+-- drawing their id, so an aggregate's events commit in id order and a relay
+-- never sees event 2 while event 1's transaction is still open. The commit
+-- notifies idem_outbox; a rolled-back put notifies nothing.
 CREATE FUNCTION idem.outbox_put(
     scope text, key text, event_type text, payload jsonb,
     aggregate_type text DEFAULT NULL, aggregate_id text DEFAULT NULL,
     headers jsonb DEFAULT NULL, available_at timestamptz DEFAULT NULL)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    event_id bigint;
-    stored_payload jsonb;
-BEGIN
-    IF scope IS NULL OR scope OPERATOR(pg_catalog.=) '' OR pg_catalog.length(scope) OPERATOR(pg_catalog.>) 255 THEN
-        RAISE EXCEPTION 'scope must be 1 to 255 characters'
-            USING ERRCODE = 'P4000', DETAIL = pg_catalog.format('scope was %L.', scope),
-                  HINT = 'Pass the scope of the key the event belongs to.';
-    END IF;
-    IF key IS NULL OR key OPERATOR(pg_catalog.=) '' OR pg_catalog.length(key) OPERATOR(pg_catalog.>) 255 THEN
-        RAISE EXCEPTION 'key must be 1 to 255 characters'
-            USING ERRCODE = 'P4001', DETAIL = pg_catalog.format('scope %L, key %L.', scope, pg_catalog.left(key, 40)),
-                  HINT = 'Pass the idempotency key of the request that produced the event.';
-    END IF;
-    IF event_type IS NULL OR event_type OPERATOR(pg_catalog.=) '' OR payload IS NULL THEN
-        RAISE EXCEPTION 'event_type and payload must be given'
-            USING ERRCODE = 'P4004',
-                  DETAIL = pg_catalog.format('scope %L, key %L: event_type %L, payload %s.', scope, key, event_type,
-                                             COALESCE(payload::text, 'NULL')),
-                  HINT = 'Name the event type and pass a jsonb payload (''{}'' for none).';
-    END IF;
-    -- An aggregate's events must commit in id order, or a relay could lease
-    -- event 2 while event 1's transaction is still open (invisible to it)
-    -- and deliver them out of order. So puts of one aggregate take a
-    -- transaction-level advisory lock on it before drawing their id: the
-    -- next put of that aggregate waits for this transaction to end (writers
-    -- of one aggregate usually hold its row lock anyway). Class id: the
-    -- the four bytes of "idem" as an integer, clear of small user keys.
-    IF aggregate_id IS NOT NULL THEN
-        PERFORM pg_catalog.pg_advisory_xact_lock(
-            1768187245, pg_catalog.hashtext(COALESCE(aggregate_type, '') OPERATOR(pg_catalog.||) '/'
-                                            OPERATOR(pg_catalog.||) aggregate_id));
-    END IF;
-    INSERT INTO idem.outbox_event (scope, key, event_type, payload, aggregate_type, aggregate_id,
-                                   headers, delivery_key, available_at, created_at)
-    VALUES (scope, key, event_type, payload, aggregate_type, aggregate_id, headers,
-            idem.request_hash(pg_catalog.jsonb_build_array(scope, key, event_type)),
-            COALESCE(available_at, pg_catalog.statement_timestamp()),
-            pg_catalog.statement_timestamp())
-    ON CONFLICT ON CONSTRAINT outbox_event_identity DO NOTHING
-    RETURNING id INTO event_id;
-    IF event_id IS NOT NULL THEN
-        -- Delivered at commit only, and never for a rolled-back put.
-        PERFORM pg_catalog.pg_notify('idem_outbox', event_type);
-        RETURN event_id;
-    END IF;
-    SELECT e.id, e.payload INTO event_id, stored_payload FROM idem.outbox_event e
-     WHERE e.scope OPERATOR(pg_catalog.=) outbox_put.scope AND e.key OPERATOR(pg_catalog.=) outbox_put.key
-       AND e.event_type OPERATOR(pg_catalog.=) outbox_put.event_type;
-    IF stored_payload OPERATOR(pg_catalog.<>) payload THEN
-        RAISE EXCEPTION 'outbox event % of key % was put with a different payload',
-                pg_catalog.quote_literal(event_type), pg_catalog.quote_literal(key)
-            USING ERRCODE = 'P4051',
-                  DETAIL = pg_catalog.format('scope %L, key %L, event_type %L: event %s has another payload.',
-                                             scope, key, event_type, event_id),
-                  HINT = 'An event is put once per (scope, key, event_type); a different event needs its own key or type.';
-    END IF;
-    RETURN event_id;
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_outbox_put'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
 
--- Due events for one relay. An event is due when it is pending (or its
--- lease ran out) and available, and no earlier event of its aggregate is
--- pending or leased: an aggregate's events go out one at a time, in id
--- order (dead and published ones do not hold it back). SKIP LOCKED: two
--- relays never wait for, or get, the same event; a row another relay
--- leased meanwhile is re-checked on its new version and left out.
+-- Due events for one relay (C, src/outbox.cpp; the statement is in
+-- src/statements.cpp). An event is due when it is pending (or its lease ran
+-- out) and available, and no earlier event of its aggregate is pending or
+-- leased: an aggregate's events go out one at a time, in id order (dead and
+-- published ones do not hold it back). SKIP LOCKED: two relays never wait
+-- for, or get, the same event; a row another relay leased meanwhile is
+-- re-checked on its new version and left out.
 CREATE FUNCTION idem.outbox_lease(
     batch_limit integer DEFAULT 100, lease interval DEFAULT '30 seconds',
     event_types text[] DEFAULT NULL)
 RETURNS TABLE (id bigint, lease_fence bigint, scope text, key text,
                event_type text, aggregate_type text, aggregate_id text, payload jsonb,
                headers jsonb, attempt_count integer, delivery_key text)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 100
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ts timestamptz := pg_catalog.statement_timestamp();
-BEGIN
-    PERFORM idem.check_batch_limit(batch_limit);
-    IF lease IS NULL OR lease OPERATOR(pg_catalog.<=) interval '0' OR NOT pg_catalog.isfinite(lease) THEN
-        RAISE EXCEPTION 'lease must be positive and finite'
-            USING ERRCODE = 'P4004', DETAIL = pg_catalog.format('lease was %s.', COALESCE(lease::text, 'NULL')),
-                  HINT = 'Pass a lease longer than one delivery takes.';
-    END IF;
-    RETURN QUERY
-    WITH due AS (
-        SELECT e.id AS due_id FROM idem.outbox_event e
-         WHERE e.status IN ('pending', 'leased')
-           AND (e.status OPERATOR(pg_catalog.=) 'pending' OR e.leased_until OPERATOR(pg_catalog.<=) now_ts)
-           AND e.available_at OPERATOR(pg_catalog.<=) now_ts
-           AND (event_types IS NULL OR e.event_type OPERATOR(pg_catalog.=) ANY (event_types))
-           AND NOT EXISTS (
-               SELECT FROM idem.outbox_event p
-                WHERE e.aggregate_id IS NOT NULL
-                  AND p.status IN ('pending', 'leased') AND p.aggregate_id IS NOT NULL
-                  AND p.aggregate_type IS NOT DISTINCT FROM e.aggregate_type
-                  AND p.aggregate_id OPERATOR(pg_catalog.=) e.aggregate_id
-                  AND p.id OPERATOR(pg_catalog.<) e.id)
-         ORDER BY e.id
-         LIMIT batch_limit
-         FOR UPDATE OF e SKIP LOCKED)
-    UPDATE idem.outbox_event o
-       SET status = 'leased',
-           lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'),
-           leased_until = now_ts OPERATOR(pg_catalog.+) lease,
-           attempt_count = o.attempt_count OPERATOR(pg_catalog.+) 1
-      FROM due
-     WHERE o.id OPERATOR(pg_catalog.=) due.due_id
-    RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type, o.aggregate_id,
-              o.payload, o.headers, o.attempt_count, o.delivery_key;
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_outbox_lease'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 100;
 
 -- The lease check of published and failed: the event must be leased under
 -- this fence (its lease may have run out, as long as no relay leased it
@@ -591,23 +378,11 @@ BEGIN
 END
 $$;
 
+-- C (src/outbox.cpp), with outbox_lease_lost's words for a lost lease.
 CREATE FUNCTION idem.outbox_published(id bigint, lease_fence bigint)
 RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    UPDATE idem.outbox_event e
-       SET status = 'published', published_at = pg_catalog.statement_timestamp(),
-           leased_until = NULL, lease_fence = NULL, last_error = NULL
-     WHERE e.id OPERATOR(pg_catalog.=) outbox_published.id
-       AND e.status OPERATOR(pg_catalog.=) 'leased'
-       AND e.lease_fence OPERATOR(pg_catalog.=) outbox_published.lease_fence;
-    IF NOT FOUND THEN
-        PERFORM idem.outbox_lease_lost(id, lease_fence, 'published');
-    END IF;
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_outbox_published'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
 
 -- Backoff after a failure: retry_after when given, else base * 2^(n-1)
 -- capped at idem.outbox_backoff_max, then jittered down to between half
@@ -694,8 +469,6 @@ SELECT pg_catalog.count(*) FILTER (WHERE e.status OPERATOR(pg_catalog.=) 'pendin
 REVOKE ALL ON TABLE idem.consumed_message, idem.outbox_event, idem.outbox_summary FROM PUBLIC;
 REVOKE ALL ON SEQUENCE idem.outbox_lease_fence_seq FROM PUBLIC;
 REVOKE ALL ON FUNCTION
-    idem.inbox_expiry(interval, timestamptz),
-    idem.check_message_name(text, text),
     idem.check_batch_limit(integer),
     idem.consume_once(text, text, text, interval),
     idem.set_consumed_result(text, text, text, text),

@@ -4,8 +4,10 @@
 // shim around one guard (guard.hpp explains the error boundary); the bodies
 // live in the files named by the headers below. _PG_init is in module.cpp.
 #include "guard.hpp"
+#include "inbox.hpp"
 #include "invariants.hpp"
 #include "key_tools.hpp"
+#include "outbox.hpp"
 #include "keystore.hpp"
 #include "request_durations.hpp"
 #include "request_hash.hpp"
@@ -29,6 +31,13 @@ IDEM_SQL_FUNCTION(extend_lock, idem::extend_lock)
 IDEM_SQL_FUNCTION(request_hash_jsonb, idem::request_hash_jsonb)
 IDEM_SQL_FUNCTION(request_hash_bytea, idem::request_hash_bytea)
 IDEM_SQL_FUNCTION(typical_duration, idem::typical_duration)
+
+// The inbox and the outbox (inbox.hpp, outbox.hpp).
+IDEM_SQL_FUNCTION(consume_once, idem::consume_once)
+IDEM_SQL_FUNCTION(set_consumed_result, idem::set_consumed_result)
+IDEM_SQL_FUNCTION(outbox_put, idem::outbox_put)
+IDEM_SQL_FUNCTION(outbox_lease, idem::outbox_lease)
+IDEM_SQL_FUNCTION(outbox_published, idem::outbox_published)
 
 // The key table's CHECK constraint (invariants.hpp).
 IDEM_SQL_FUNCTION(request_invariants_hold, idem::request_invariants_hold)

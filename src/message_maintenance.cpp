@@ -31,6 +31,8 @@ uint64 run_message_purge_batch(SpiSession *session, Statement statement, Datum *
   return isnull ? 0 : static_cast<uint64>(deleted);
 }
 
+int inbox_retention_seconds() { return inbox_retention_s; }
+
 // The defaults here are repeated in sql/idem--1.0--1.1.sql (section inbox),
 // which reads them before this backend has loaded the library.
 void define_message_settings() {

@@ -22,7 +22,10 @@ bool is_message_purge(Statement statement);
 uint64 run_message_purge_batch(SpiSession *session, Statement statement, Datum *params);
 
 // The inbox's and outbox's settings (idem.inbox_retention, idem.outbox_*);
-// called from _PG_init. The SQL functions read them with current_setting.
+// called from _PG_init. The PL/pgSQL functions read them with current_setting.
 void define_message_settings();
+
+// idem.inbox_retention in seconds (-1: forever), for consume_once (inbox.hpp).
+int inbox_retention_seconds();
 
 }  // namespace idem

@@ -277,6 +277,83 @@ struct StatementSpec {
   int expected_result;  // SPI_OK_* code
 };
 
+// ==== inbox ====
+// $1 consumer, $2 message_id, $3 the call's clock: the stored hash and
+// whether the row is still live. A plain read: a replay takes no lock and no
+// transaction id, so it writes no WAL.
+const char *const inbox_observe_sql =
+    "SELECT m.message_hash, m.expires_at OPERATOR(pg_catalog.>) $3 "
+    "FROM idem.consumed_message m WHERE m.consumer OPERATOR(pg_catalog.=) $1 "
+    "AND m.message_id OPERATOR(pg_catalog.=) $2";
+
+// Runs only after inbox_observe found no live row. The conflict waits for a
+// twin's in-flight insert: when the twin commits, nothing is returned and
+// the caller looks again (a replay); when it rolls back, this row goes in.
+// An expired row ($4 the clock, $5 the new expiry) is renewed in place, as
+// if the purger had deleted it.
+const char *const inbox_insert_sql =
+    "INSERT INTO idem.consumed_message AS m "
+    "(consumer, message_id, message_hash, consumed_at, expires_at) "
+    "VALUES ($1, $2, $3, $4, $5) "
+    "ON CONFLICT ON CONSTRAINT consumed_message_pkey DO UPDATE "
+    "SET message_hash = excluded.message_hash, consumed_at = excluded.consumed_at, "
+    "expires_at = excluded.expires_at, result_ref_type = NULL, result_ref_id = NULL "
+    "WHERE m.expires_at OPERATOR(pg_catalog.<=) $4 RETURNING true";
+
+// $1 consumer, $2 message_id, $3 and $4 the result reference, $5 the clock.
+const char *const inbox_set_result_sql =
+    "UPDATE idem.consumed_message m SET result_ref_type = $3, result_ref_id = $4 "
+    "WHERE m.consumer OPERATOR(pg_catalog.=) $1 AND m.message_id OPERATOR(pg_catalog.=) $2 "
+    "AND m.expires_at OPERATOR(pg_catalog.>) $5";
+
+// outbox_put: $1 scope, $2 key, $3 event_type, $4 payload, $5 aggregate_type,
+// $6 aggregate_id, $7 headers, $8 available_at (NULL: now), $9 the clock.
+const char *const outbox_insert_sql =
+    "INSERT INTO idem.outbox_event (scope, key, event_type, payload, aggregate_type, "
+    "aggregate_id, headers, delivery_key, available_at, created_at) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, "
+    "idem.request_hash(pg_catalog.jsonb_build_array($1, $2, $3)), "
+    "COALESCE($8, $9), $9) "
+    "ON CONFLICT ON CONSTRAINT outbox_event_identity DO NOTHING RETURNING id";
+const char *const outbox_existing_sql =
+    "SELECT e.id, e.payload OPERATOR(pg_catalog.=) $4 FROM idem.outbox_event e "
+    "WHERE e.scope OPERATOR(pg_catalog.=) $1 AND e.key OPERATOR(pg_catalog.=) $2 "
+    "AND e.event_type OPERATOR(pg_catalog.=) $3";
+// $1 id, $2 lease fence, $3 the clock.
+const char *const outbox_published_sql =
+    "UPDATE idem.outbox_event e SET status = 'published'::idem.outbox_status, "
+    "published_at = $3, leased_until = NULL, lease_fence = NULL, last_error = NULL "
+    "WHERE e.id OPERATOR(pg_catalog.=) $1 "
+    "AND e.status OPERATOR(pg_catalog.=) 'leased'::idem.outbox_status "
+    "AND e.lease_fence OPERATOR(pg_catalog.=) $2";
+// $1 the clock, $2 the lease, $3 event types (NULL: all), $4 the batch
+// limit. An event is due when it is pending (or its lease ran out) and
+// available, and no earlier event of its aggregate is pending or leased: an
+// aggregate's events go out one at a time, in id order. SKIP LOCKED: two
+// relays never wait for, or get, the same event.
+const char *const outbox_lease_sql =
+    "WITH due AS (SELECT e.id AS due_id FROM idem.outbox_event e "
+    "WHERE e.status IN ('pending', 'leased') "
+    "AND (e.status OPERATOR(pg_catalog.=) 'pending' OR e.leased_until OPERATOR(pg_catalog.<=) $1) "
+    "AND e.available_at OPERATOR(pg_catalog.<=) $1 "
+    "AND ($3 IS NULL OR e.event_type OPERATOR(pg_catalog.=) ANY ($3)) "
+    "AND NOT EXISTS (SELECT FROM idem.outbox_event p WHERE e.aggregate_id IS NOT NULL "
+    "AND p.status IN ('pending', 'leased') AND p.aggregate_id IS NOT NULL "
+    "AND p.aggregate_type IS NOT DISTINCT FROM e.aggregate_type "
+    "AND p.aggregate_id OPERATOR(pg_catalog.=) e.aggregate_id "
+    "AND p.id OPERATOR(pg_catalog.<) e.id) "
+    "ORDER BY e.id LIMIT $4 FOR UPDATE OF e SKIP LOCKED) "
+    "UPDATE idem.outbox_event o SET status = 'leased'::idem.outbox_status, "
+    "lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass), "
+    "leased_until = $1 OPERATOR(pg_catalog.+) $2, "
+    "attempt_count = o.attempt_count OPERATOR(pg_catalog.+) 1 "
+    "FROM due WHERE o.id OPERATOR(pg_catalog.=) due.due_id "
+    "RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type, "
+    "o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key";
+const char *const outbox_event_state_sql =
+    "SELECT e.status::pg_catalog.text, e.lease_fence FROM idem.outbox_event e "
+    "WHERE e.id OPERATOR(pg_catalog.=) $1";
+
 #define CLAIM_PARAM_TYPES                                                                 \
   {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID, INT8OID, \
    TEXTOID, INT8OID, INT8OID}
@@ -328,11 +405,25 @@ const StatementSpec specs[] = {
     {completer_candidates_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
     {completer_claim_sql, 3, {TEXTOID, TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {completer_outcome_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
+    {inbox_observe_sql, 3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}, SPI_OK_SELECT},
+    {inbox_insert_sql, 5, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
+     SPI_OK_INSERT_RETURNING},
+    {inbox_set_result_sql, 5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID},
+     SPI_OK_UPDATE},
+    {outbox_insert_sql, 9,
+     {TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID,
+      TIMESTAMPTZOID},
+     SPI_OK_INSERT_RETURNING},
+    {outbox_existing_sql, 4, {TEXTOID, TEXTOID, TEXTOID, JSONBOID}, SPI_OK_SELECT},
+    {outbox_published_sql, 3, {INT8OID, INT8OID, TIMESTAMPTZOID}, SPI_OK_UPDATE},
+    {outbox_event_state_sql, 1, {INT8OID}, SPI_OK_SELECT},
+    {outbox_lease_sql, 4, {TIMESTAMPTZOID, INTERVALOID, TEXTARRAYOID, INT4OID},
+     SPI_OK_UPDATE_RETURNING},
 };
 #undef CLAIM_PARAM_TYPES
 
 constexpr int statement_count = sizeof specs / sizeof specs[0];
-static_assert(statement_count == static_cast<int>(Statement::completer_outcome) + 1,
+static_assert(statement_count == static_cast<int>(Statement::outbox_lease) + 1,
               "one spec per Statement");
 
 // Kept plans live for the backend's life; Postgres replans them by name

@@ -40,6 +40,15 @@ enum class Statement {
   completer_candidates,    // the worker: abandoned keys due for their completer
   completer_claim,         // the worker's own claim of one of them
   completer_outcome,       // what the completer left: status and fence
+  // ==== inbox (src/inbox.cpp) ====
+  inbox_observe,           // a consumed message as it is, without a lock
+  inbox_insert,            // a new message, or an expired one renewed in place
+  inbox_set_result,        // set_consumed_result on a live consumed message
+  outbox_insert,           // outbox_put: a new event, or nothing on its identity
+  outbox_existing,         // outbox_put after a conflict: the event and its payload
+  outbox_published,        // the fenced mark
+  outbox_event_state,      // why a fenced mark matched nothing
+  outbox_lease,            // due events for one relay, leased under new fences
 };
 
 // Columns of the claim statements' result rows.

@@ -1,0 +1,175 @@
+// The inbox's request path (inbox.hpp). consume_once looks first with one
+// kept SELECT: a replay is that probe and nothing else (no lock, no
+// transaction id, no WAL). Only a message with no live row goes to the kept
+// INSERT ... ON CONFLICT, which waits for a twin's in-flight transaction;
+// when the twin committed, the insert returns nothing and the call looks
+// again, now seeing the twin's row (a replay); when it rolled back, the
+// insert goes in. The errors keep the words of the PL/pgSQL version they
+// replace (sql/idem--1.0--1.1.sql, section inbox).
+#include "inbox.hpp"
+
+#include "errors.hpp"
+#include "message_arguments.hpp"
+#include "message_maintenance.hpp"
+#include "scope_policy.hpp"
+#include "spi_session.hpp"
+
+namespace idem {
+
+namespace {
+
+using namespace message_arguments;
+
+// Twice at most: a row purged between the insert's conflict and the re-read
+// is absent, and the second pass inserts it.
+constexpr int max_consume_steps = 2;
+
+// consumer and message_id (P4000, P4001).
+void require_message_name(const text *consumer, const text *message_id) {
+  if (!name_fits(consumer))
+    throw_error(sqlstate::scope_invalid, "consumer must be 1 to 255 characters",
+                psprintf("consumer was %s.", literal(consumer, detail_name_chars)),
+                "Name the consumer (the scope of its message ids).");
+  if (!name_fits(message_id))
+    throw_error(sqlstate::key_invalid, "message_id must be 1 to 255 characters",
+                psprintf("consumer %s, message_id %s.", literal(consumer),
+                         literal(message_id, detail_name_chars)),
+                "Pass the message's own id, as the broker delivers it.");
+}
+
+// The expiry of a message consumed at `now`: the argument, else the
+// consumer's scope policy (idem.scope_policy: retention, or keep_forever),
+// else idem.inbox_retention (-1: forever).
+TimestampTz message_expiry(FunctionCallInfo fcinfo, const text *consumer, TimestampTz now) {
+  Interval retention;
+  if (!PG_ARGISNULL(3)) {
+    retention = *PG_GETARG_INTERVAL_P(3);
+  } else {
+    const ScopePolicy *policy = scope_policy_for(consumer);
+    if (policy != nullptr && policy->keep_forever) return DT_NOEND;
+    if (policy != nullptr && policy->has_retention) {
+      retention.time = policy->retention.time;
+      retention.day = policy->retention.day;
+      retention.month = policy->retention.month;
+    } else {
+      int seconds = inbox_retention_seconds();
+      if (seconds < 0) return DT_NOEND;
+      retention.time = static_cast<int64>(seconds) * USECS_PER_SEC;
+      retention.day = 0;
+      retention.month = 0;
+    }
+  }
+  return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
+                                                 IntervalPGetDatum(&retention)));
+}
+
+// A given retention must be positive (interval comparison, as the SQL's
+// retention <= '0') and finite: P4004.
+void require_retention(FunctionCallInfo fcinfo) {
+  if (PG_ARGISNULL(3)) return;
+  Interval *given = PG_GETARG_INTERVAL_P(3);
+  Interval zero = {};
+  bool positive = DatumGetBool(
+      DirectFunctionCall2(interval_gt, IntervalPGetDatum(given), IntervalPGetDatum(&zero)));
+  if (positive && compat::interval_is_finite(given)) return;
+  throw_error(sqlstate::bad_argument, "retention must be positive and finite",
+              psprintf("retention was %s.", DatumGetCString(DirectFunctionCall1(
+                                                interval_out, IntervalPGetDatum(given)))),
+              "Pass a positive interval, or NULL for idem.inbox_retention.");
+}
+
+[[noreturn]] void throw_hash_mismatch(const text *consumer, const text *message_id,
+                                      const char *stored_hash, const text *message_hash) {
+  throw_error(
+      sqlstate::message_mismatch,
+      psprintf("message %s of consumer %s was consumed with a different message_hash",
+               literal(message_id), literal(consumer)),
+      psprintf("consumer %s, message_id %s: stored hash %s, given %s.", literal(consumer),
+               literal(message_id), stored_hash, text_to_cstring(message_hash)),
+      "A broker redelivers the same body under one id; a different body needs a new message id.");
+}
+
+// Whether the stored hash (a text Datum) equals the given one, byte for byte.
+bool same_hash(Datum stored, const text *given) {
+  const text *stored_text = DatumGetTextPP(stored);
+  int bytes = VARSIZE_ANY_EXHDR(stored_text);
+  return bytes == static_cast<int>(VARSIZE_ANY_EXHDR(given)) &&
+         memcmp(VARDATA_ANY(stored_text), VARDATA_ANY(given), bytes) == 0;
+}
+
+}  // namespace
+
+Datum consume_once(FunctionCallInfo fcinfo) {
+  const text *consumer = text_argument(fcinfo, 0);
+  const text *message_id = text_argument(fcinfo, 1);
+  const text *message_hash = text_argument(fcinfo, 2);
+  require_message_name(consumer, message_id);
+  if (message_hash == nullptr || VARSIZE_ANY_EXHDR(message_hash) == 0)
+    throw_error(sqlstate::request_hash_invalid, "message_hash must not be empty",
+                psprintf("consumer %s, message_id %s.", literal(consumer), literal(message_id)),
+                "Pass a fingerprint of the message body, for example idem.request_hash(body).");
+  require_retention(fcinfo);
+  TimestampTz now = GetCurrentStatementStartTimestamp();
+  // The expiry only matters to a new message, but the policy cache may need
+  // its own SPI session to reload, so it is resolved before connecting.
+  TimestampTz expiry = message_expiry(fcinfo, consumer, now);
+
+  Datum params[5] = {PointerGetDatum(consumer), PointerGetDatum(message_id),
+                     TimestampTzGetDatum(now), TimestampTzGetDatum(now),
+                     TimestampTzGetDatum(expiry)};
+  SpiSession session;
+  spi_connect(&session);
+  for (int step = 0; step < max_consume_steps; ++step) {
+    if (spi_run(&session, Statement::inbox_observe, params, nullptr) > 0) {
+      bool live_null;
+      Datum live = spi_copy_datum(&session, 0, 2, &live_null);
+      if (!live_null && DatumGetBool(live)) {
+        bool hash_null;
+        Datum stored = spi_copy_datum(&session, 0, 1, &hash_null);
+        spi_finish(&session);
+        if (hash_null || !same_hash(stored, message_hash))
+          throw_hash_mismatch(consumer, message_id,
+                              hash_null ? "NULL" : TextDatumGetCString(stored), message_hash);
+        PG_RETURN_BOOL(false);
+      }
+    }
+    Datum insert_params[5] = {params[0], params[1], PointerGetDatum(message_hash),
+                              TimestampTzGetDatum(now), TimestampTzGetDatum(expiry)};
+    if (spi_run(&session, Statement::inbox_insert, insert_params, nullptr) > 0) {
+      spi_finish(&session);
+      PG_RETURN_BOOL(true);
+    }
+  }
+  spi_finish(&session);
+  throw_error(sqlstate::internal,
+              psprintf("consume_once could not settle message %s of consumer %s",
+                       literal(message_id), literal(consumer)),
+              "The message changed under two attempts in a row.", "Retry the transaction.");
+}
+
+Datum set_consumed_result(FunctionCallInfo fcinfo) {
+  const text *consumer = text_argument(fcinfo, 0);
+  const text *message_id = text_argument(fcinfo, 1);
+  require_message_name(consumer, message_id);
+  Datum params[5] = {PointerGetDatum(consumer), PointerGetDatum(message_id),
+                     PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2),
+                     PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3),
+                     TimestampTzGetDatum(GetCurrentStatementStartTimestamp())};
+  char nulls[6] = "     ";
+  if (PG_ARGISNULL(2)) nulls[2] = 'n';
+  if (PG_ARGISNULL(3)) nulls[3] = 'n';
+  SpiSession session;
+  spi_connect(&session);
+  uint64 updated = spi_run(&session, Statement::inbox_set_result, params, nulls);
+  spi_finish(&session);
+  if (updated == 0)
+    throw_error(sqlstate::key_not_found,
+                psprintf("message %s of consumer %s is not consumed", literal(message_id),
+                         literal(consumer)),
+                psprintf("consumer %s, message_id %s: no live consumed message.", literal(consumer),
+                         literal(message_id)),
+                "Call idem.consume_once first, in the same transaction.");
+  PG_RETURN_VOID();
+}
+
+}  // namespace idem
