@@ -167,13 +167,18 @@ Datum outbox_published(FunctionCallInfo fcinfo) {
     PG_RETURN_VOID();
   }
   // Lost: say what the event is now, as idem.outbox_lease_lost does.
-  const char *state = "no such event";
+  // The texts are copied into the caller's context and formatted after
+  // spi_finish: anything palloc'd while connected dies with SPI's context.
+  char *status = nullptr;
+  char *fence = nullptr;
   if (spi_run(&session, Statement::outbox_event_state, params, nulls) > 0) {
-    char *status = spi_copy_text(&session, 0, 1);
-    char *fence = spi_copy_text(&session, 0, 2);
-    state = psprintf("status %s, fence %s", status, fence == nullptr ? "" : fence);
+    status = spi_copy_text(&session, 0, 1);
+    fence = spi_copy_text(&session, 0, 2);
   }
   spi_finish(&session);
+  const char *state = status == nullptr
+                          ? "no such event"
+                          : psprintf("status %s, fence %s", status, fence == nullptr ? "" : fence);
   throw_error(
       sqlstate::stale_fence, "the lease on this outbox event was lost",
       psprintf("outbox_published(%s, %s): the event is not leased under this fence (%s).",
