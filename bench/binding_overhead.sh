@@ -10,36 +10,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+source bench/overhead_lib.sh
 PAIRS=${1:-6}
 SECONDS_PER_RUN=${2:-10}
 CLIENTS=${3:-4}
 
-ensure_packages
-build_extension
-WORK=$(mktemp -d /tmp/idem-binding.XXXXXX)
-chmod 755 "$WORK"
-trap 'stop_cluster "$WORK/cluster"; rm -rf "$WORK"' EXIT
-make_private_install "$WORK/install"
-mkdir -p "$WORK/cluster"
-[ "$(id -u)" -eq 0 ] && chown -R postgres "$WORK"
-export PATH="$PGBIN:$PATH"
+prepare_overhead_work binding cluster
 start_cluster "$WORK/cluster" "${IDEM_BENCH_PORT:-55621}"
 CONN=(-h "$PGHOST" -p "$PGPORT")
 as_cluster_user psql -XAtq "${CONN[@]}" -U postgres -d postgres -c 'CREATE EXTENSION IF NOT EXISTS idem' >/dev/null
 
-cat >"$WORK/lifecycle.sql" <<'SQL'
-\set r random(1, 9000000000000000000)
-SELECT fence FROM idem.claim_idempotency_key('bench', :r::text, 'h') \gset
-SELECT idem.mark_succeeded('bench', :r::text, :fence, 201);
-SQL
-chmod 644 "$WORK/lifecycle.sql"
+write_lifecycle_script
 
 run() {  # on|off -> tps of one run
   as_cluster_user env PGOPTIONS="-c idem.bind_lock_to_session=$1" pgbench -n -M prepared \
     -c "$CLIENTS" -j 2 -T "$SECONDS_PER_RUN" -U postgres "${CONN[@]}" -f "$WORK/lifecycle.sql" \
-    postgres 2>/dev/null | grep -oE '^tps = [0-9.]+' | grep -oE '[0-9.]+'
+    postgres 2>/dev/null | tps_of
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 run off >/dev/null; run on >/dev/null  # warm-up, not counted
 ratios=()

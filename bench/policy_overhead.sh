@@ -11,30 +11,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+source bench/overhead_lib.sh
 PAIRS=${1:-8}
 SECONDS_PER_RUN=${2:-10}
 CLIENTS=${3:-4}
 
-ensure_packages
-build_extension
-WORK=$(mktemp -d /tmp/idem-policy-overhead.XXXXXX)
-chmod 755 "$WORK"
-trap 'stop_cluster "$WORK/cluster"; rm -rf "$WORK"' EXIT
-make_private_install "$WORK/install"
-mkdir -p "$WORK/cluster"
-[ "$(id -u)" -eq 0 ] && chown -R postgres "$WORK"
-export PATH="$PGBIN:$PATH"
+prepare_overhead_work policy-overhead cluster
 start_cluster "$WORK/cluster" "${IDEM_BENCH_PORT:-55621}"
 CONN=(-h "$PGHOST" -p "$PGPORT" -U postgres -d postgres)
 sql() { as_cluster_user psql -XAtq "${CONN[@]}" -c "$1" >/dev/null; }
 sql 'CREATE EXTENSION idem'
 
-cat >"$WORK/lifecycle.sql" <<'SQL'
-\set r random(1, 9000000000000000000)
-SELECT fence FROM idem.claim_idempotency_key('bench', :r::text, 'h') \gset
-SELECT idem.mark_succeeded('bench', :r::text, :fence, 201);
-SQL
-chmod 644 "$WORK/lifecycle.sql"
+write_lifecycle_script
 
 policies() {  # with | none
   sql 'TRUNCATE idem.scope_policy'
@@ -47,7 +35,7 @@ policies() {  # with | none
 run() {  # with | none -> tps
   policies "$1"
   as_cluster_user pgbench -n -M prepared -c "$CLIENTS" -j 2 -T "$SECONDS_PER_RUN" "${CONN[@]}" \
-    -f "$WORK/lifecycle.sql" 2>/dev/null | grep -oE '^tps = [0-9.]+' | grep -oE '[0-9.]+'
+    -f "$WORK/lifecycle.sql" 2>/dev/null | tps_of
 }
 
 ratios=()
@@ -57,6 +45,4 @@ for ((i = 1; i <= PAIRS; i++)); do
   ratios+=("$ratio")
   printf 'pair %d: none %s tps, 10,000 policies %s tps, ratio %s\n' "$i" "$none" "$with" "$ratio"
 done
-printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR] = $1} END {
-  m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
-  printf "median ratio (10,000 policies / none): %.4f over %d pairs\n", m, NR }'
+echo "median ratio (10,000 policies / none): $(printf '%s\n' "${ratios[@]}" | median) over $PAIRS pairs"

@@ -12,19 +12,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+source bench/overhead_lib.sh
 PAIRS=${1:-8}
 SECONDS_PER_RUN=${2:-10}
 CLIENTS=${3:-4}
 
-ensure_packages
-build_extension
-WORK=$(mktemp -d /tmp/idem-overhead.XXXXXX)
-chmod 755 "$WORK"
-trap 'stop_cluster "$WORK/counting"; stop_cluster "$WORK/plain"; rm -rf "$WORK"' EXIT
-make_private_install "$WORK/install"
-mkdir -p "$WORK/counting" "$WORK/plain"
-[ "$(id -u)" -eq 0 ] && chown -R postgres "$WORK"
-export PATH="$PGBIN:$PATH"
+prepare_overhead_work overhead counting plain
 
 # Autovacuum off on both: a vacuum of one cluster's growing table during the
 # other's run would be measured as a difference between them.
@@ -41,12 +34,7 @@ start_cluster "$WORK/plain" 55612
 PLAIN=(-h "$PGHOST" -p "$PGPORT")
 restart_with plain "autovacuum = off" "shared_preload_libraries = ''"
 
-cat >"$WORK/lifecycle.sql" <<'SQL'
-\set r random(1, 9000000000000000000)
-SELECT fence FROM idem.claim_idempotency_key('bench', :r::text, 'h') \gset
-SELECT idem.mark_succeeded('bench', :r::text, :fence, 201);
-SQL
-chmod 644 "$WORK/lifecycle.sql"
+write_lifecycle_script
 as_cluster_user psql -XAtq "${COUNTING[@]}" -U postgres -d postgres -c 'CREATE EXTENSION idem' >/dev/null
 as_cluster_user psql -XAtq "${PLAIN[@]}" -U postgres -d postgres -c 'CREATE EXTENSION idem' >/dev/null
 as_cluster_user psql -XAtq "${COUNTING[@]}" -U postgres -d postgres -c 'SELECT idem.stats_reset()' >/dev/null
@@ -74,12 +62,10 @@ run() {  # side -> "tps cpu-microseconds-per-lifecycle" of one run
     "${conn[@]}" -f "$WORK/lifecycle.sql" postgres 2>/dev/null)
   sleep 0.5  # let the postmaster reap the backends, so their CPU is counted
   after=$(server_ticks "$dir")
-  tps=$(echo "$out" | grep -oE '^tps = [0-9.]+' | grep -oE '[0-9.]+')
+  tps=$(echo "$out" | tps_of)
   count=$(echo "$out" | grep -oE 'actually processed: [0-9]+' | grep -oE '[0-9]+')
   echo "$tps $(echo "scale=2; ($after - $before) * 1000000 / $(getconf CLK_TCK) / $count" | bc)"
 }
-
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 run COUNTING counting >/dev/null; run PLAIN plain >/dev/null  # warm-up, not counted
 tps_ratios=()

@@ -2,8 +2,11 @@
 # The client examples (examples/clients): a Python, a Node and a Java HTTP
 # endpoint on idem, each driven by examples/clients/drive.py with a short
 # load of concurrent duplicates and judged by the orders left behind.
-# JDBC needs TCP, so the suite runs a cluster of its own on 127.0.0.1
-# (PGPORT + 1; the servers on PGPORT + 2, + 3, + 4), with idem preloaded.
+# JDBC needs TCP, so the suite runs a cluster of its own on 127.0.0.1, with
+# idem preloaded, on port PGPORT - 30000: below Linux's ephemeral range
+# (32768-60999), where a client connection's own end may already hold a
+# port, and one port per target, as run-tests gives its targets consecutive
+# ones. The HTTP servers take any free port (PORT=0) and print it.
 # Node's packages come from the npm registry, installed from the example's
 # package-lock.json into a copy of it. Last line "clients: N passed, N failed".
 set -uo pipefail
@@ -11,10 +14,11 @@ cd "$(dirname "$0")/../.."
 examples=$(pwd)/examples/clients
 work=${IDEM_WORK:-/tmp}/clients-extra
 rm -rf "$work" && mkdir -p "$work"
-db_port=$((PGPORT + 1))
+db_port=$((PGPORT - 30000))
 passed=0
 failed=0
 server_pid=
+server_port=
 
 note_failure() { failed=$((failed + 1)); echo "not ok - $*"; }
 
@@ -41,7 +45,7 @@ app_url="postgresql://clients_app@127.0.0.1:$db_port/clients"
 super_url="postgresql://postgres@127.0.0.1:$db_port/clients"
 
 # Starts an example in the background and waits (deadline 120 s) for it to
-# print "listening".
+# print "listening on port N"; sets server_port to N.
 start_server() {  # name log command...
   local name=$1 log=$2
   shift 2
@@ -54,6 +58,10 @@ start_server() {  # name log command...
     fi
     sleep 0.2  # polling the log for the server's own "listening", bounded by the deadline
   done
+  server_port=$(sed -n 's/^listening on port \([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)
+  if [ -z "$server_port" ]; then
+    note_failure "$name: the server did not say its port"; head -n 5 "$log"; return 1
+  fi
 }
 
 drive() {  # name http_port
@@ -77,18 +85,18 @@ finish_server() {
 export WORK_MS=50
 
 # Python: Debian's python3-psycopg.
-if start_server python "$work/python.log" env DATABASE_URL="$app_url" PORT=$((PGPORT + 2)) \
+if start_server python "$work/python.log" env DATABASE_URL="$app_url" PORT=0 \
     /usr/bin/python3 "$examples/python/server.py"; then
-  drive python $((PGPORT + 2))
+  drive python "$server_port"
 fi
 finish_server
 
 # Node: Debian's nodejs; express and pg from the npm registry, as locked.
 cp -r "$examples/node" "$work/node"
 if (cd "$work/node" && npm ci --no-audit --no-fund --cache "$work/npm-cache" >"$work/npm.log" 2>&1); then
-  if start_server node "$work/node.log" env DATABASE_URL="$app_url" PORT=$((PGPORT + 3)) \
+  if start_server node "$work/node.log" env DATABASE_URL="$app_url" PORT=0 \
       node "$work/node/server.js"; then
-    drive node $((PGPORT + 3))
+    drive node "$server_port"
   fi
 else
   note_failure "node: npm ci failed"; tail -n 20 "$work/npm.log"
@@ -98,8 +106,8 @@ finish_server
 # Java: Debian's default-jdk-headless and libpostgresql-jdbc-java; the
 # source file is run as it is (java Server.java).
 if start_server java "$work/java.log" env JDBC_URL="jdbc:postgresql://127.0.0.1:$db_port/clients?user=clients_app" \
-    PORT=$((PGPORT + 4)) java -cp /usr/share/java/postgresql.jar "$examples/java/Server.java"; then
-  drive java $((PGPORT + 4))
+    PORT=0 java -cp /usr/share/java/postgresql.jar "$examples/java/Server.java"; then
+  drive java "$server_port"
 fi
 finish_server
 

@@ -20,6 +20,7 @@ use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
 use IdemProof qw(now start_node connect_or_die fork_child ack_log);
+use IdemWorkerTest qw(wait_for_log_match);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -131,7 +132,14 @@ for my $fault (@plan) {
 		next;
 	}
 	if ($fault eq 'backend') {
+		# The postmaster answers the kill by resetting every backend; a query
+		# sent before it noticed would be cut off by that reset. So the
+		# rows are read only once the log says the reset is over.
+		my $log_offset = -s $node->logfile;
+		my $reset_over = qr/all server processes terminated; reinitializing(?s:.*)ready to accept connections/;
 		kill 'KILL', $backend or die "kill $backend: $!";
+		wait_for_log_match($node, $reset_over, $log_offset)
+		  or diag("the server did not finish its reset after the backend $backend was killed");
 	} elsif ($fault eq 'client') {
 		kill 'KILL', $pid_of{$victim};
 		waitpid($pid_of{$victim}, 0);

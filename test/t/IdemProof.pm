@@ -250,13 +250,31 @@ sub lines_matching {
 	return $n;
 }
 
+# Linux's prctl(PR_SET_PDEATHSIG, SIGKILL) in a child of $parent: the child
+# is killed when its parent exits. A test that dies mid-run would otherwise
+# leave its children writing forever, holding prove's pipe open, and the
+# suite would hang instead of failing.
+sub die_with_parent {
+	my ($parent) = @_;
+	eval {
+		require 'syscall.ph';
+		syscall(&SYS_prctl, 1, 9) == 0 or die "prctl: $!";
+		1;
+	} or print STDERR "no PR_SET_PDEATHSIG ($@); this child outlives a dead test\n";
+	# The parent may have exited before the call took effect.
+	POSIX::_exit(1) if getppid() != $parent;
+}
+
 # Forks a child running $body->(); it ends with _exit (status 0, or 1 with
 # "$name died: ..." on stderr when $body dies) so the parent's END blocks
-# (which stop the cluster) never run in a child. Returns its pid.
+# (which stop the cluster) never run in a child, and it dies with the parent
+# (die_with_parent). Returns its pid.
 sub fork_child {
 	my ($name, $body) = @_;
+	my $parent = $$;
 	my $pid = fork() // die "fork: $!";
 	if ($pid == 0) {
+		die_with_parent($parent);
 		my $ok = eval { $body->(); 1 };
 		print STDERR "$name died: $@" unless $ok;
 		POSIX::_exit($ok ? 0 : 1);

@@ -1,7 +1,7 @@
 // POST /orders with an Idempotency-Key: the idem HTTP mapping in Java (JDBC,
 // com.sun.net.httpserver). The same steps as ../python/server.py, which
 // docs/clients.md walks through. Run: java -cp postgresql.jar Server.java
-// Environment: JDBC_URL, PORT, WORK_MS.
+// Environment: JDBC_URL, PORT (0: any free port, printed), WORK_MS.
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import java.io.IOException;
@@ -116,6 +116,7 @@ public class Server {
       }
     });
     server.start();
-    System.out.println("listening");
+    // PORT=0 takes any free port; the line says which one.
+    System.out.println("listening on port " + server.getAddress().getPort());
   }
 }

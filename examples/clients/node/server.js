@@ -1,6 +1,7 @@
 // POST /orders with an Idempotency-Key: the idem HTTP mapping in Node
 // (node-postgres, Express). The same steps as ../python/server.py, which
-// docs/clients.md walks through. Environment: DATABASE_URL, PORT, WORK_MS.
+// docs/clients.md walks through. Environment: DATABASE_URL, PORT (0: any free port, printed),
+// WORK_MS.
 'use strict';
 const express = require('express');
 const { Pool } = require('pg');
@@ -74,4 +75,6 @@ app.post('/orders', async (req, res) => {
   }
 });
 
-app.listen(Number(process.env.PORT), '127.0.0.1', () => console.log('listening'));
+// PORT=0 takes any free port; the line says which one.
+const server = app.listen(Number(process.env.PORT), '127.0.0.1', () =>
+  console.log(`listening on port ${server.address().port}`));

@@ -1,6 +1,7 @@
 """POST /orders with an Idempotency-Key: the idem HTTP mapping in Python
 (psycopg 3, the standard library's HTTP server). docs/clients.md walks
-through it. Environment: DATABASE_URL, PORT, WORK_MS (simulated work)."""
+through it. Environment: DATABASE_URL, PORT (0: any free port, printed), WORK_MS
+(simulated work)."""
 import json
 import os
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -89,5 +90,6 @@ class Orders(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     server = ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Orders)
-    print("listening", flush=True)
+    # PORT=0 takes any free port; the line says which one.
+    print(f"listening on port {server.server_address[1]}", flush=True)
     server.serve_forever()
