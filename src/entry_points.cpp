@@ -7,6 +7,7 @@
 #include "inbox.hpp"
 #include "invariants.hpp"
 #include "key_tools.hpp"
+#include "message_invariants.hpp"
 #include "outbox.hpp"
 #include "keystore.hpp"
 #include "request_durations.hpp"
@@ -38,6 +39,8 @@ IDEM_SQL_FUNCTION(set_consumed_result, idem::set_consumed_result)
 IDEM_SQL_FUNCTION(outbox_put, idem::outbox_put)
 IDEM_SQL_FUNCTION(outbox_lease, idem::outbox_lease)
 IDEM_SQL_FUNCTION(outbox_published, idem::outbox_published)
+IDEM_SQL_FUNCTION(consumed_message_invariants_hold, idem::consumed_message_invariants_hold)
+IDEM_SQL_FUNCTION(outbox_event_invariants_hold, idem::outbox_event_invariants_hold)
 
 // The key table's CHECK constraint (invariants.hpp).
 IDEM_SQL_FUNCTION(request_invariants_hold, idem::request_invariants_hold)
