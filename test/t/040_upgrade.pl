@@ -157,11 +157,19 @@ is(sql($db, $replays_sql), $replays_before, 'every replay answers the same bytes
 is(sql($db, q{SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.proname)
                 FROM pg_proc p WHERE p.pronamespace = 'idem'::regnamespace
                  AND (p.proname LIKE 'outbox%' OR p.proname LIKE '%consume%')}),
-	'idem.consume_once(text,text,text,interval), idem.outbox_failed(bigint,bigint,text,interval), '
+	'idem.consume_once(text,text,text,interval), '
+	. 'idem.consumed_message_invariants_hold(text,text,text,timestamp with time zone,timestamp with time zone), '
+	. 'idem.outbox_event_invariants_hold(text,text,text,idem.outbox_status,timestamp with time zone,bigint,timestamp with time zone), '
+	. 'idem.outbox_failed(bigint,bigint,text,interval), '
 	. 'idem.outbox_lease(integer,interval,text[]), idem.outbox_lease_lost(bigint,bigint,text), '
 	. 'idem.outbox_published(bigint,bigint), idem.outbox_put(text,text,text,jsonb,text,text,jsonb,timestamp with time zone), '
 	. 'idem.purge_consumed(integer), idem.set_consumed_result(text,text,text,text)',
 	'inbox and outbox functions exist after the update');
+is(sql($db, q{SELECT string_agg(conrelid::regclass || ' ' || conname, ', ' ORDER BY conname)
+                FROM pg_constraint WHERE contype = 'c' AND convalidated
+                 AND conrelid IN ('idem.consumed_message'::regclass, 'idem.outbox_event'::regclass)}),
+	'idem.consumed_message consumed_message_invariants, idem.outbox_event outbox_event_invariants',
+	'the inbox and the outbox arrive with one validated CHECK each');
 is(sql($db, q{SELECT idem.consume_once('up', 'm1', 'h')::text || ' ' || idem.consume_once('up', 'm1', 'h')::text}),
 	'true false', 'consume_once after the update');
 sql($db, q{SELECT idem.outbox_put('up', 'k', 'evt', '{"n": 1}', 'agg', '1')});
