@@ -17,7 +17,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node connect_or_die fork_child ack_log);
+use IdemProof qw(start_node connect_when_up poll_until fork_child ack_log);
 use List::Util qw(shuffle);
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -49,17 +49,18 @@ sub consume {
 		my $m = $share[$i][$at];
 		# The gate before the last delivery: until the faults are done (or
 		# this consumer is the next one to be killed).
-		Time::HiRes::sleep(0.01)
-		  while $at == $#{ $share[$i] } && !-e "$dir/faults-done" && !-e "$dir/hold-$i";
+		poll_until("the faults, before consumer $i's last delivery",
+			sub { -e "$dir/faults-done" || -e "$dir/hold-$i" }, 0.01)
+		  if $at == $#{ $share[$i] };
+		$dbh //= connect_when_up($node);
 		my $ok = eval {
-			$dbh //= connect_or_die($node);
 			$dbh->do("SET application_name = 'consumer-$i'");
 			$dbh->begin_work;
 			my ($new) = $dbh->selectrow_array(
 				q{SELECT idem.consume_once('stream', ?, idem.request_hash(jsonb_build_object('m', ?::int)))},
 				undef, "m$m", $m);
 			# Told to die here: stay in the open transaction until killed.
-			Time::HiRes::sleep(0.01) while -e "$dir/hold-$i";
+			poll_until("the test to kill consumer $i", sub { !-e "$dir/hold-$i" }, 0.01);
 			$dbh->do('INSERT INTO effects (scope, key, fence, client) VALUES (?, ?, 0, ?)',
 				undef, 'stream', "m$m", $i) if $new;
 			$dbh->commit;
@@ -70,8 +71,7 @@ sub consume {
 			$at++;
 			next;
 		}
-		$dbh = undef;
-		Time::HiRes::sleep(0.05);    # the server restarts: back off, then redeliver
+		$dbh = undef;    # the server restarts: reconnect (connect_when_up), then redeliver
 	}
 }
 

@@ -8,7 +8,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node check_relayed);
+use IdemProof qw(start_node check_relayed poll_until);
 use POSIX ();
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -49,25 +49,22 @@ sub spawn {
 sub received { return $node->safe_psql('target', 'SELECT count(*) FROM received') }
 
 my @pids = map { spawn() } 1 .. $relays;
-my $deadline = now() + $PostgreSQL::Test::Utils::timeout_default;
 my ($kills, $restarted) = (0, 0);
 # Kill a relay each time another slice of the events has arrived; restart
 # the server once halfway.
-while ($kills < $relay_kills && now() < $deadline) {
-	my $got = eval { received() } // 0;
-	if ($got >= ($kills + 1) * $events / ($relay_kills + 2)) {
-		my $victim = int(rand(@pids));
-		kill 'KILL', $pids[$victim];
-		waitpid($pids[$victim], 0);
-		$pids[$victim] = spawn();
-		$kills++;
-		if ($kills == $relay_kills / 2 && !$restarted) {
-			$node->stop('immediate');
-			$node->start;
-			$restarted = 1;
-		}
+for my $slice (1 .. $relay_kills) {
+	my $due = $slice * $events / ($relay_kills + 2);
+	poll_until("$due events received", sub { (eval { received() } // 0) >= $due }, 0.05) or last;
+	my $victim = int(rand(@pids));
+	kill 'KILL', $pids[$victim];
+	waitpid($pids[$victim], 0);
+	$pids[$victim] = spawn();
+	$kills++;
+	if ($kills == $relay_kills / 2 && !$restarted) {
+		$node->stop('immediate');
+		$node->start;
+		$restarted = 1;
 	}
-	Time::HiRes::sleep(0.05);
 }
 is($kills, $relay_kills, "$relay_kills relays killed with SIGKILL");
 ok($restarted, 'the server was stopped -m immediate and started again');

@@ -19,7 +19,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node connect_or_die fork_child ack_log);
+use IdemProof qw(start_node connect_when_up poll_until fork_child ack_log);
 use IdemWorkerTest qw(wait_for_log_match);
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -41,10 +41,11 @@ sub write_orders {
 	my $dbh;
 	for (my $n = $acked; $n < $orders_each;) {
 		my $key = "w$i-o$n";
-		Time::HiRes::sleep(0.01)
-		  while $n == $orders_each - 1 && !-e "$dir/faults-done" && !-e "$dir/hold-$i";
+		poll_until("the faults, before writer $i's last order",
+			sub { -e "$dir/faults-done" || -e "$dir/hold-$i" }, 0.01)
+		  if $n == $orders_each - 1;
+		$dbh //= connect_when_up($node);
 		my $ok = eval {
-			$dbh //= connect_or_die($node);
 			$dbh->do("SET application_name = 'writer-$i'");
 			$dbh->begin_work;
 			$dbh->do('INSERT INTO orders (key, writer) VALUES (?, ?)', undef, $key, $i);
@@ -57,7 +58,7 @@ sub write_orders {
 				print $held $key;
 				close $held;
 				rename "$dir/held-$i.tmp", "$dir/held-$i" or die;
-				Time::HiRes::sleep(0.01) while -e "$dir/hold-$i";
+				poll_until("the test to strike writer $i", sub { !-e "$dir/hold-$i" }, 0.01);
 			}
 			$dbh->commit;
 			1;
@@ -75,8 +76,7 @@ sub write_orders {
 			$n++;
 			next;
 		}
-		$dbh = undef;
-		Time::HiRes::sleep(0.05);    # the server restarts: back off, then retry the order
+		$dbh = undef;    # the server restarts: reconnect (connect_when_up), then retry the order
 	}
 }
 
@@ -94,22 +94,15 @@ sub hold_after_put {
 	my ($i) = @_;
 	open my $hold, '>', "$dir/hold-$i" or die "$dir/hold-$i: $!";
 	close $hold;
-	my $deadline = now() + $PostgreSQL::Test::Utils::timeout_default;
-	while (now() < $deadline) {
-		if (-e "$dir/held-$i") {
-			my $backend = eval { $node->safe_psql('proof', qq{SELECT pid FROM pg_stat_activity
-				WHERE application_name = 'writer-$i' AND state = 'idle in transaction'
-				  AND query LIKE '%outbox_put%'}) };
-			if ($backend) {
-				open my $in, '<', "$dir/held-$i" or die;
-				my $key = <$in>;
-				close $in;
-				return ($key, $backend);
-			}
-		}
-		Time::HiRes::sleep(0.02);
-	}
-	return;
+	my $backend = poll_until("writer $i idle in its transaction after outbox_put", sub {
+		-e "$dir/held-$i" && eval { $node->safe_psql('proof', qq{SELECT pid FROM pg_stat_activity
+			WHERE application_name = 'writer-$i' AND state = 'idle in transaction'
+			  AND query LIKE '%outbox_put%'}) };
+	}) or return;
+	open my $in, '<', "$dir/held-$i" or die;
+	my $key = <$in>;
+	close $in;
+	return ($key, $backend);
 }
 
 # The held order and its event, once the server answers again.

@@ -20,7 +20,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node check_relayed lines_matching fork_child);
+use IdemProof qw(now start_node check_relayed lines_matching fork_child poll_until);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -93,12 +93,8 @@ sub relay_lines { return lines_matching($log, $_[0]) }
 # matching $re.
 sub wait_for_relay_lines {
 	my ($re, $n) = @_;
-	my $deadline = now() + $PostgreSQL::Test::Utils::timeout_default;
-	while (relay_lines($re) < $n) {
-		return 0 if now() > $deadline || !kill(0, $relay_pid);
-		Time::HiRes::sleep(0.05);
-	}
-	return 1;
+	poll_until("$n relay lines matching $re", sub { relay_lines($re) >= $n || !kill(0, $relay_pid) }, 0.05);
+	return relay_lines($re) >= $n;
 }
 
 # 1. The target goes away while events flow.

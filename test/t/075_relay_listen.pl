@@ -8,7 +8,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node fork_child lines_matching);
+use IdemProof qw(now start_node fork_child lines_matching poll_until);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -36,8 +36,7 @@ sub relay_lines { return lines_matching($log, $_[0]) }
 # socket (its backend waits for a client message outside a transaction).
 sub relay_sleeping {
 	my ($n) = @_;
-	my $deadline = now() + $PostgreSQL::Test::Utils::timeout_default;
-	Time::HiRes::sleep(0.05) while relay_lines(qr/listening on idem_outbox/) < $n && now() < $deadline;
+	poll_until("the relay's connection $n", sub { relay_lines(qr/listening on idem_outbox/) >= $n }, 0.05);
 	return $node->poll_query_until('proof', q{SELECT count(*) = 1 FROM pg_stat_activity
 		WHERE application_name = 'idem-relay' AND state = 'idle' AND query LIKE '%outbox_lease(%'});
 }

@@ -13,7 +13,7 @@ use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
 use DBI;
-use IdemProof qw(now start_node fork_child lines_matching);
+use IdemProof qw(now start_node fork_child lines_matching poll_until);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -69,8 +69,7 @@ $brake->do('SELECT pg_advisory_unlock(7601)');
 ok($node->poll_query_until('proof', "SELECT status = 'published' FROM idem.outbox_event WHERE id = $event"),
 	'the event is published');
 my $lost = qr/lease on event $event lost/;
-my $deadline = now() + $PostgreSQL::Test::Utils::timeout_default;
-Time::HiRes::sleep(0.05) while lines_matching("$dir/relay-a.log", $lost) == 0 && now() < $deadline;
+poll_until("relay A to log its lost lease", sub { lines_matching("$dir/relay-a.log", $lost) > 0 }, 0.05);
 is(lines_matching("$dir/relay-a.log", $lost), 1, "A's published was refused (P4012), and A logged it");
 ok(kill(0, $a) && kill(0, $b), 'both relays are still running');
 

@@ -27,7 +27,7 @@ use Exporter 'import';
 
 our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
   storm_client check_storm read_rows_and_effects check_acknowledged fork_child
-  check_relayed ack_log lines_matching);
+  check_relayed ack_log lines_matching poll_until connect_when_up);
 
 sub now { return Time::HiRes::time(); }
 
@@ -218,6 +218,32 @@ CONF
 sub dsn_of {
 	my ($node) = @_;
 	return 'dbi:Pg:dbname=proof;host=' . $node->host . ';port=' . $node->port;
+}
+
+# The one way the proof tests wait: polls $cond->() every $interval seconds
+# (0.02 unless given) until it returns a true value, which it returns, or
+# until the default deadline passes, when it returns undef and says what it
+# waited for.
+sub poll_until {
+	my ($what, $cond, $interval) = @_;
+	my $deadline = now() + $PostgreSQL::Test::Utils::timeout_default;
+	while (1) {
+		my $got = $cond->();
+		return $got if $got;
+		if (now() > $deadline) {
+			print STDERR "timed out waiting for $what\n";
+			return undef;
+		}
+		Time::HiRes::sleep($interval // 0.02);
+	}
+}
+
+# A connection once the server accepts one again (it may be restarting
+# after a crash or an immediate stop); dies when it never does.
+sub connect_when_up {
+	my ($node) = @_;
+	return poll_until('the server to accept connections', sub { eval { connect_or_die($node) } }, 0.05)
+	  // die "no connection within the deadline\n";
 }
 
 sub connect_or_die {
