@@ -1,6 +1,6 @@
 // The inbox's and outbox's row rules, as the functions their tables' one
-// CHECK constraint each calls (sql/idem--1.0--1.1.sql, "message
-// invariants"). One CHECK calling one C function instead of a CHECK per
+// CHECK constraint each calls (sql/idem--1.0--1.1.sql, the comment before
+// idem.consumed_message_invariants_hold). One CHECK calling one C function instead of a CHECK per
 // rule: PostgreSQL reads every CHECK back from its stored text and compiles
 // it at each INSERT and UPDATE, which cost consume_once a quarter of its
 // new-message throughput (bench/README.md).
