@@ -41,6 +41,30 @@ wanted_extra() { [ -z "${IDEM_ONLY:-}" ] || [[ " $IDEM_ONLY " == *" extra "* || 
 # from a caller's make must not leak into them.
 as_user() { as_cluster_user env -u MAKEFLAGS -u MAKELEVEL "$@"; }
 
+# A suite that hangs must fail with its logs, not use up CI's time. Each
+# suite runs under timeout(1) with a limit several times its usual length
+# (measured under CI's load: TAP ~6 min a major, the cluster suite ~3 min).
+# timeout signals its whole process group, so the children a test forked
+# go too; servers started with pg_ctl are in sessions of their own and are
+# left to the run's cleanup. timeout's group is not the target's, so its id
+# is left in DIR/bounded.pgid for run-tests' cleanup of a run cut short.
+# Runs the command as the cluster's user, like as_user (which timeout cannot
+# call: it is a function).
+bounded_as_user() {  # seconds command...
+  local limit=$1 st=0 pid user=()
+  shift
+  [ "$(id -u)" -eq 0 ] && user=(runuser -u postgres -- env PATH="$PATH")
+  timeout --kill-after=30 "$limit" "${user[@]}" env -u MAKEFLAGS -u MAKELEVEL "$@" &
+  pid=$!
+  echo "$pid" >"$WORKDIR/bounded.pgid"
+  wait "$pid" || st=$?
+  rm -f "$WORKDIR/bounded.pgid"
+  if [ $st -eq 124 ] || [ $st -eq 137 ]; then
+    echo "  STOPPED: still running after $limit s (status $st): $*" | cut -c 1-200
+  fi
+  return $st
+}
+
 # Each suite's wall time runs from its begin to its tally.
 begin() { say "$1"; suite_started=$SECONDS; }
 suite_started=$SECONDS
@@ -101,7 +125,7 @@ export IDEM_TEST_PORT=$PORT IDEM_BENCH_PORT=$PORT
 installcheck_suite() {  # suite make-variable-that-empties-the-other output-dir
   local suite=$1 other=$2 outdir=$3 log="$WORKDIR/$1.log" st=0 total bad
   begin "$suite (make installcheck)"
-  as_user make installcheck PG_CONFIG="$RUN_PG_CONFIG" "$other=" >"$log" 2>&1 || st=$?
+  bounded_as_user 900 make installcheck PG_CONFIG="$RUN_PG_CONFIG" "$other=" >"$log" 2>&1 || st=$?
   # 15 prints "All 23 tests passed." / "1 of 23 tests failed."; 16+ prefixes "# ".
   total=$(grep -oE '(All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed)' "$log" | grep -oE '[0-9]+ tests' | grep -oE '[0-9]+')
   bad=$(grep -oE '[0-9]+ of [0-9]+ tests failed' "$log" | awk '{print $1}')
@@ -194,16 +218,16 @@ if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
     log=$WORKDIR/pgtap.log
     as_user createdb idem_pgtap &&
       as_user psql -qX -d idem_pgtap -c 'CREATE EXTENSION pgtap; CREATE EXTENSION idem;' >/dev/null
-    as_user pg_prove -d idem_pgtap pgtap/*.sql >"$log" 2>&1
+    bounded_as_user 600 pg_prove -d idem_pgtap pgtap/*.sql >"$log" 2>&1
     st=$?
-    grep -E '^pgtap/|^#|^Files=|^Result' "$log" | sed 's/^/    /'
+    grep -E '^pgtap/|^#|^Files=|^Result|^  STOPPED' "$log" | sed 's/^/    /'
     [ $st -eq 0 ] || tap_failure_summary "$log"
     tally_tap pgtap "$log" $st
   fi
   for name in "${extras[@]}"; do
     begin "$name"
     log=$WORKDIR/$name.log
-    as_user bash "test/extra.d/$name.sh" >"$log" 2>&1
+    bounded_as_user 900 bash "test/extra.d/$name.sh" >"$log" 2>&1
     st=$?
     line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
     p=$(echo "$line" | awk '{print $2}')
@@ -228,12 +252,19 @@ if wanted tap && compgen -G "test/t/*.pl" >/dev/null; then
   # prove prints a line as each file finishes; the pipe shows it at once.
   selection=()
   [ -n "${IDEM_TAP_FILES:-}" ] && selection=(PROVE_TESTS="$IDEM_TAP_FILES")
-  as_user make -s prove_installcheck PG_CONFIG="$RUN_PG_CONFIG" "${selection[@]}" 2>&1 |
-    tee "$log" | grep --line-buffered -E '^test/t/|^#   |^# Looks like|^Files=|^Result' |
+  bounded_as_user 1800 make -s prove_installcheck PG_CONFIG="$RUN_PG_CONFIG" "${selection[@]}" 2>&1 |
+    tee "$log" | grep --line-buffered -E '^test/t/|^#   |^# Looks like|^Files=|^Result|^  STOPPED' |
     grep --line-buffered -v '(Wstat' | sed -u 's/^/    /'
   st=${PIPESTATUS[0]}
   if [ "$st" -ne 0 ]; then
     tap_failure_summary "$log"
+    # Stopped by bounded_as_user: prove printed no summary; the file it was running
+    # has the newest log.
+    newest=$(ls -t tmp_check/log/regress_log_* 2>/dev/null | head -n 1)
+    if [ -n "$newest" ] && ! grep -q '^Test Summary Report' "$log"; then
+      echo "  tail of $TREE/$newest (the file running when it stopped):"
+      tail -n 25 "$newest" | sed 's/^/    /'
+    fi
     for f in $(sed -n '/^Test Summary Report/,$p' "$log" | grep -oE '^test/t/[^ ]+\.pl'); do
       name=$(basename "$f" .pl)
       echo "  tail of $TREE/tmp_check/log/regress_log_$name:"
@@ -255,9 +286,9 @@ if wanted cluster && [ $PRIVATE = 1 ] && [ "$major" = 15 ]; then
   sizes=()
   [ -n "${IDEM_CLUSTER_LONG:-}" ] && sizes=(STORM_SECONDS=30 STORM_CLIENTS=32 STORM_KEYS=4000
     FAILOVER_CLIENTS=32 FAILOVER_KEYS=3000 STANDBY_BENCH_SECONDS=30)
-  as_user env "${sizes[@]}" IDEM_CLUSTER_PORT_BASE="${IDEM_CLUSTER_PORT_BASE:-$((PORT + 1500))}" \
+  bounded_as_user 1200 env "${sizes[@]}" IDEM_CLUSTER_PORT_BASE="${IDEM_CLUSTER_PORT_BASE:-$((PORT + 1500))}" \
     make -s prove_installcheck PG_CONFIG="$RUN_PG_CONFIG" PROVE_TESTS="$(echo test/cluster/*.pl)" PROVE_FLAGS=-v 2>&1 |
-    tee "$log" | grep --line-buffered -E '^test/cluster/|^# [a-z]|^not ok|^Files=|^Result' | sed -u 's/^/    /'
+    tee "$log" | grep --line-buffered -E '^test/cluster/|^# [a-z]|^not ok|^Files=|^Result|^  STOPPED' | sed -u 's/^/    /'
   st=${PIPESTATUS[0]}
   [ "$st" -ne 0 ] && tap_failure_summary "$log"
   tally_tap cluster "$log" "$st"

@@ -12,6 +12,7 @@ use POSIX qw(WNOHANG);
 use FindBin;
 use lib $FindBin::RealBin;
 use IdemWorkerTest qw(set_and_reload wait_for_round_ends);
+use IdemProof qw(fork_child);
 
 my $expired_rows = 200_000;
 my $clients = 8;
@@ -67,16 +68,14 @@ my $burst_seconds = 3;
 sub start_burst
 {
 	my ($n) = @_;
-	my $pid = fork() // die "fork: $!";
-	if ($pid == 0)
-	{
+	# fork_child: pgbench dies with the test, should the test die first.
+	return fork_child("pgbench burst $n", sub {
 		open(STDOUT, '>', $node->basedir . "/pgbench.$n.out") or die $!;
 		open(STDERR, '>', $node->basedir . "/pgbench.$n.err") or die $!;
 		exec('pgbench', '-n', '-c', $clients, '-j', 2, '-T', $burst_seconds, '-R', $load_tps,
 			'-f', $script, '-l', "--log-prefix=$log_prefix$n", '-d', $node->connstr('postgres'))
 		  or die "exec pgbench: $!";
-	}
-	return $pid;
+	});
 }
 
 sub old_rows_left

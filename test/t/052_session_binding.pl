@@ -8,10 +8,10 @@ use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
 use IdemWait qw(start_waiting_node connect_db start_wait answer_of wait_until_waiting);
+use IdemProof qw(fork_child);
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
-use POSIX ();
 
 my $node = start_waiting_node('session_binding', "restart_after_crash = on\n");
 
@@ -55,15 +55,14 @@ my %times;
 # The client process dies (kill -9): the backend sees its socket close.
 {
 	pipe(my $reader, my $writer) or die "pipe: $!";
-	my $child = fork() // die "fork: $!";
-	if ($child == 0) {
+	# fork_child: the child dies with the test, should the test die first.
+	my $child = fork_child('the owner', sub {
 		close $reader;
 		my $dbh = bound_owner('killed-client');
 		print {$writer} "claimed\n";
 		close $writer;
 		sleep 3600;    # killed by the parent long before
-		POSIX::_exit(0);
-	}
+	});
 	close $writer;
 	my $line = <$reader>;
 	die 'the child did not claim' unless defined $line && $line eq "claimed\n";

@@ -8,8 +8,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(start_node check_relayed poll_until);
-use POSIX ();
+use IdemProof qw(start_node check_relayed poll_until fork_child wait_for_exit stop_child);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -40,10 +39,11 @@ my @cmd = ($relay, '--source', "$dsn;dbname=proof", '--target', "$dsn;dbname=tar
 	'--consumer', 'relay-test', '--deliver', 'public.deliver', '--lease', '1 second',
 	'--batch', '5', '--poll', '0.2', '--quiet');
 
+# A relay dies with the test (fork_child), so a test that dies cannot leave
+# relays holding prove's pipe open.
 sub spawn {
-	my $pid = fork() // die "fork: $!";
-	if ($pid == 0) { exec(@cmd) or POSIX::_exit(127) }
-	return $pid;
+	my @args = @_;
+	return fork_child('relay', sub { exec(@cmd, @args) or die "exec $relay: $!\n" });
 }
 
 sub received { return $node->safe_psql('target', 'SELECT count(*) FROM received') }
@@ -70,9 +70,9 @@ is($kills, $relay_kills, "$relay_kills relays killed with SIGKILL");
 ok($restarted, 'the server was stopped -m immediate and started again');
 
 # A last relay drains whatever is left and exits once the outbox is empty.
-kill 'TERM', @pids;
-waitpid($_, 0) for @pids;
-is(system(@cmd, '--until-empty'), 0, 'a relay drains the rest');
+is(scalar(grep { defined stop_child($_, "relay $_") } @pids), $relays,
+	'the relays stop on SIGTERM');
+is(wait_for_exit(spawn('--until-empty'), 'the draining relay'), 0, 'a relay drains the rest');
 
 my ($rows, $distinct) = check_relayed($node, 'target', $events);
 is($node->safe_psql('proof', q{SELECT string_agg(status || ' ' || n, ', ') FROM

@@ -20,7 +20,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node check_relayed lines_matching fork_child poll_until);
+use IdemProof qw(now start_node check_relayed lines_matching fork_child poll_until stop_child);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -152,9 +152,7 @@ put_events($per_batch);
 all_published('the source restarted');
 ok(kill(0, $relay_pid), 'the relay was never restarted');
 
-kill 'TERM', $relay_pid;
-waitpid($relay_pid, 0);
-is($?, 0, 'the relay stops cleanly on SIGTERM');
+is(stop_child($relay_pid, 'the relay'), 0, 'the relay stops cleanly on SIGTERM');
 my ($relay_published, $relay_duplicates, $relay_failed) =
 	(`cat $log` =~ /stopping: published (\d+), duplicates (\d+), failed (\d+)/);
 ok(defined $relay_published, 'the relay reports its counts');

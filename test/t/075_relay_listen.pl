@@ -8,7 +8,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node fork_child lines_matching poll_until);
+use IdemProof qw(now start_node fork_child lines_matching poll_until stop_child);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -61,8 +61,7 @@ my $second;
 ok($ok, 'an event put after the restart is delivered: it LISTENs again');
 ok(kill(0, $relay), 'the same relay process throughout');
 
-kill 'TERM', $relay;
-waitpid($relay, 0);
+is(stop_child($relay, 'the relay'), 0, 'the relay stops cleanly on SIGTERM');
 is($node->safe_psql('proof', 'SELECT count(*) FROM received'), '2', 'each event delivered once');
 diag(sprintf('relay LISTEN run: put to delivered %.2f s, after the source restart %.2f s (poll interval 3600 s)',
 	$first, $second));

@@ -13,7 +13,7 @@ use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
 use DBI;
-use IdemProof qw(now start_node fork_child lines_matching poll_until);
+use IdemProof qw(now start_node fork_child lines_matching poll_until stop_child);
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -73,8 +73,8 @@ poll_until("relay A to log its lost lease", sub { lines_matching("$dir/relay-a.l
 is(lines_matching("$dir/relay-a.log", $lost), 1, "A's published was refused (P4012), and A logged it");
 ok(kill(0, $a) && kill(0, $b), 'both relays are still running');
 
-kill 'TERM', $a, $b;
-waitpid($_, 0) for $a, $b;
+is(stop_child($a, 'relay A'), 0, 'relay A stops cleanly on SIGTERM');
+is(stop_child($b, 'relay B'), 0, 'relay B stops cleanly on SIGTERM');
 my %counts;
 for my $name (qw(a b)) {
 	my ($line) = grep { /stopping:/ } do { open my $in, '<', "$dir/relay-$name.log" or die; <$in> };

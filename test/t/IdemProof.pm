@@ -27,7 +27,7 @@ use Exporter 'import';
 
 our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
   storm_client check_storm read_rows_and_effects check_acknowledged fork_child
-  check_relayed ack_log lines_matching poll_until connect_when_up);
+  check_relayed ack_log lines_matching poll_until connect_when_up wait_for_exit stop_child);
 
 sub now { return Time::HiRes::time(); }
 
@@ -279,14 +279,17 @@ sub lines_matching {
 # Linux's prctl(PR_SET_PDEATHSIG, SIGKILL) in a child of $parent: the child
 # is killed when its parent exits. A test that dies mid-run would otherwise
 # leave its children writing forever, holding prove's pipe open, and the
-# suite would hang instead of failing.
+# suite would hang instead of failing. The call's number is looked up once,
+# here: compiling syscall.ph takes a child a noticeable time, in which a
+# signal the test sends could find it before it runs its body.
+my $sys_prctl = eval { require 'syscall.ph'; &SYS_prctl };
+my $no_prctl = $@;
+
 sub die_with_parent {
 	my ($parent) = @_;
-	eval {
-		require 'syscall.ph';
-		syscall(&SYS_prctl, 1, 9) == 0 or die "prctl: $!";
-		1;
-	} or print STDERR "no PR_SET_PDEATHSIG ($@); this child outlives a dead test\n";
+	if (!defined $sys_prctl || syscall($sys_prctl, 1, 9) != 0) {
+		print STDERR "no PR_SET_PDEATHSIG (" . ($no_prctl || $!) . "); this child outlives a dead test\n";
+	}
 	# The parent may have exited before the call took effect.
 	POSIX::_exit(1) if getppid() != $parent;
 }
@@ -300,12 +303,40 @@ sub fork_child {
 	my $parent = $$;
 	my $pid = fork() // die "fork: $!";
 	if ($pid == 0) {
+		# The parent's handlers (PostgreSQL::Test::Cluster makes SIGTERM and
+		# SIGINT die, to run its END blocks) are not the child's: a signal
+		# must end the child, not unwind it into the test's code.
+		$SIG{TERM} = $SIG{INT} = 'DEFAULT';
 		die_with_parent($parent);
 		my $ok = eval { $body->(); 1 };
 		print STDERR "$name died: $@" unless $ok;
 		POSIX::_exit($ok ? 0 : 1);
 	}
 	return $pid;
+}
+
+# Waits (deadline) for the child $pid to exit and returns its wait status.
+# When it does not exit in time it is killed (SIGKILL) and the answer is
+# undef, so a stuck child fails the test instead of hanging it.
+sub wait_for_exit {
+	my ($pid, $what) = @_;
+	my $status;
+	my $gone = poll_until("$what to exit", sub {
+		my $reaped = waitpid($pid, POSIX::WNOHANG());
+		$status = $? if $reaped == $pid;
+		return $reaped == $pid || $reaped == -1;
+	}, 0.05);
+	return $status if $gone;
+	kill 'KILL', $pid;
+	waitpid($pid, 0);
+	return undef;
+}
+
+# SIGTERM, then wait_for_exit.
+sub stop_child {
+	my ($pid, $what) = @_;
+	kill 'TERM', $pid;
+	return wait_for_exit($pid, $what);
 }
 
 # Forks $count children running $body->($index) (fork_child). The parent
