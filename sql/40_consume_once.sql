@@ -52,6 +52,15 @@ SELECT wal_records_of($$SELECT idem.consume_once('shipping', 'm-wal', 'h')$$) > 
 BEGIN READ ONLY;
 SELECT idem.consume_once('shipping', 'm1', 'h') AS replay_read_only;
 COMMIT;
+-- The key probe reads in the transaction's snapshot under REPEATABLE READ,
+-- after the transaction's own earlier commands: its own new message is a
+-- replay at once.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT idem.consume_once('shipping', 'm1', 'h') AS replay_repeatable_read;
+SELECT idem.consume_once('shipping', 'm-rr', 'h') AS new_repeatable_read,
+       idem.consume_once('shipping', 'm-rr', 'h') AS same_statement_replay;
+SELECT idem.consume_once('shipping', 'm-rr', 'h') AS next_statement_replay;
+COMMIT;
 
 -- Retention: the argument, else idem.inbox_retention; -1 is forever.
 SELECT idem.consume_once('ttl', 'a', 'h', '1 hour') AS arg;

@@ -235,8 +235,9 @@ COMMENT ON TABLE idem.consumed_message IS
     'Messages consumed once per consumer (idem.consume_once); purged after expires_at.';
 
 -- consume_once and set_consumed_result are C (src/inbox.cpp), as the key
--- store's claim is: consume_once looks first with one kept SELECT, so a
--- replay takes no lock and no transaction id and writes no WAL; only an
+-- store's claim is: consume_once looks first, reading the row through the
+-- primary key (src/key_probe.hpp), so a replay takes no lock and no
+-- transaction id and writes no WAL; only an
 -- absent or expired message goes to one kept INSERT ... ON CONFLICT, which
 -- waits for a twin's in-flight insert (when the twin commits, false; when it
 -- rolls back, true). The retention: the argument, else the consumer's

@@ -41,6 +41,17 @@ inline bool may_execute(Oid function, Oid role) {
 #endif
 }
 
+// 18 gave index_beginscan an instrumentation argument (EXPLAIN's index
+// search counts); a scan outside the executor passes none.
+inline IndexScanDesc begin_index_scan(Relation heap, Relation index, Snapshot snapshot,
+                                      int nkeys) {
+#if PG_VERSION_NUM >= 180000
+  return index_beginscan(heap, index, snapshot, nullptr, nkeys, 0);
+#else
+  return index_beginscan(heap, index, snapshot, nkeys, 0);
+#endif
+}
+
 }  // namespace idem::compat
 
 // The magic block. From 18 it also names the module and its version, which

@@ -1,5 +1,6 @@
-// The inbox's request path (inbox.hpp). consume_once looks first with one
-// kept SELECT: a replay is that probe and nothing else (no lock, no
+// The inbox's request path (inbox.hpp). consume_once looks first, reading
+// the message's row through the primary key directly (key_probe.hpp): a
+// replay is that read and nothing else (no SPI, no lock on the row, no
 // transaction id, no WAL). Only a message with no live row goes to the kept
 // INSERT ... ON CONFLICT, which waits for a twin's in-flight transaction;
 // when the twin committed, the insert returns nothing and the call looks
@@ -9,6 +10,7 @@
 #include "inbox.hpp"
 
 #include "errors.hpp"
+#include "key_probe.hpp"
 #include "message_arguments.hpp"
 #include "message_maintenance.hpp"
 #include "scope_policy.hpp"
@@ -114,27 +116,30 @@ Datum consume_once(FunctionCallInfo fcinfo) {
   // its own SPI session to reload, so it is resolved before connecting.
   TimestampTz expiry = message_expiry(fcinfo, consumer, now);
 
-  Datum params[5] = {PointerGetDatum(consumer), PointerGetDatum(message_id),
-                     TimestampTzGetDatum(now), TimestampTzGetDatum(now),
-                     TimestampTzGetDatum(expiry)};
-  SpiSession session;
-  spi_connect(&session);
+  static const char *const probed_columns[] = {"message_hash", "expires_at"};
+  Datum insert_params[5] = {PointerGetDatum(consumer), PointerGetDatum(message_id),
+                            PointerGetDatum(message_hash), TimestampTzGetDatum(now),
+                            TimestampTzGetDatum(expiry)};
+  SpiSession session = {};
   for (int step = 0; step < max_consume_steps; ++step) {
-    if (spi_run(&session, Statement::inbox_observe, params, nullptr) > 0) {
-      bool live_null;
-      Datum live = spi_copy_datum(&session, 0, 2, &live_null);
-      if (!live_null && DatumGetBool(live)) {
-        bool hash_null;
-        Datum stored = spi_copy_datum(&session, 0, 1, &hash_null);
-        spi_finish(&session);
-        if (hash_null || !same_hash(stored, message_hash))
-          throw_hash_mismatch(consumer, message_id,
-                              hash_null ? "NULL" : TextDatumGetCString(stored), message_hash);
-        PG_RETURN_BOOL(false);
-      }
+    Datum stored[2];
+    bool stored_null[2];
+    // The probe's copies go to the caller's context even on a second pass,
+    // when SPI's context (freed by spi_finish) is the current one.
+    MemoryContext probing_from =
+        session.connected ? MemoryContextSwitchTo(session.caller_context) : CurrentMemoryContext;
+    bool found = probe_by_key("consumed_message", "consumed_message_pkey", consumer, message_id,
+                              2, probed_columns, stored, stored_null);
+    MemoryContextSwitchTo(probing_from);
+    if (found && !stored_null[1] && DatumGetTimestampTz(stored[1]) > now) {
+      if (session.connected) spi_finish(&session);
+      if (stored_null[0] || !same_hash(stored[0], message_hash))
+        throw_hash_mismatch(consumer, message_id,
+                            stored_null[0] ? "NULL" : TextDatumGetCString(stored[0]),
+                            message_hash);
+      PG_RETURN_BOOL(false);
     }
-    Datum insert_params[5] = {params[0], params[1], PointerGetDatum(message_hash),
-                              TimestampTzGetDatum(now), TimestampTzGetDatum(expiry)};
+    if (!session.connected) spi_connect(&session);
     if (spi_run(&session, Statement::inbox_insert, insert_params, nullptr) > 0) {
       spi_finish(&session);
       PG_RETURN_BOOL(true);

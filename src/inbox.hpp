@@ -1,8 +1,8 @@
 // idem.consume_once and idem.set_consumed_result (DESIGN.md "Consume-once for
 // message consumers (the inbox)"; README "Message consumers"): the inbox's
-// request path in the key store's layer, kept SPI plans instead of PL/pgSQL,
-// so a replay is one kept index probe (bench/README.md, "1.1: inbox and
-// outbox").
+// request path in the key store's layer instead of PL/pgSQL: a replay is
+// one read through the primary key (key_probe.hpp), a new message one kept
+// INSERT (bench/README.md, "1.1: inbox and outbox").
 #pragma once
 
 #include "pg.hpp"

@@ -278,19 +278,11 @@ struct StatementSpec {
 };
 
 // ==== inbox ====
-// $1 consumer, $2 message_id, $3 the call's clock: the stored hash and
-// whether the row is still live. A plain read: a replay takes no lock and no
-// transaction id, so it writes no WAL.
-const char *const inbox_observe_sql =
-    "SELECT m.message_hash, m.expires_at OPERATOR(pg_catalog.>) $3 "
-    "FROM idem.consumed_message m WHERE m.consumer OPERATOR(pg_catalog.=) $1 "
-    "AND m.message_id OPERATOR(pg_catalog.=) $2";
-
-// Runs only after inbox_observe found no live row. The conflict waits for a
-// twin's in-flight insert: when the twin commits, nothing is returned and
-// the caller looks again (a replay); when it rolls back, this row goes in.
-// An expired row ($4 the clock, $5 the new expiry) is renewed in place, as
-// if the purger had deleted it.
+// Runs only after consume_once's key probe (src/key_probe.hpp) found no
+// live row. The conflict waits for a twin's in-flight insert: when the twin
+// commits, nothing is returned and the caller looks again (a replay); when
+// it rolls back, this row goes in. An expired row ($4 the clock, $5 the new
+// expiry) is renewed in place, as if the purger had deleted it.
 const char *const inbox_insert_sql =
     "INSERT INTO idem.consumed_message AS m "
     "(consumer, message_id, message_hash, consumed_at, expires_at) "
@@ -405,7 +397,6 @@ const StatementSpec specs[] = {
     {completer_candidates_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
     {completer_claim_sql, 3, {TEXTOID, TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {completer_outcome_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
-    {inbox_observe_sql, 3, {TEXTOID, TEXTOID, TIMESTAMPTZOID}, SPI_OK_SELECT},
     {inbox_insert_sql, 5, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID},
      SPI_OK_INSERT_RETURNING},
     {inbox_set_result_sql, 5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID},

@@ -41,7 +41,6 @@ enum class Statement {
   completer_claim,         // the worker's own claim of one of them
   completer_outcome,       // what the completer left: status and fence
   // ==== inbox (src/inbox.cpp) ====
-  inbox_observe,           // a consumed message as it is, without a lock
   inbox_insert,            // a new message, or an expired one renewed in place
   inbox_set_result,        // set_consumed_result on a live consumed message
   outbox_insert,           // outbox_put: a new event, or nothing on its identity
