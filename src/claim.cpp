@@ -1,10 +1,13 @@
-// idem.claim_idempotency_key: observe the row without a lock; on a miss, one
-// atomic INSERT ... ON CONFLICT DO NOTHING decides the owner (never a
-// SELECT-then-INSERT race); otherwise docs/design.md's classification, where a
-// takeover is a compare-and-swap on what was observed.
+// idem.claim_idempotency_key: observe the row without a lock, reading it
+// through the primary key without SPI (key_probe.hpp), so a replay runs no
+// executor and opens no SPI connection; on a miss, one atomic INSERT ... ON
+// CONFLICT DO NOTHING decides the owner (never a SELECT-then-INSERT race);
+// otherwise docs/design.md's classification, where a takeover is a
+// compare-and-swap on what was observed.
 #include "claim.hpp"
 
 #include "errors.hpp"
+#include "key_probe.hpp"
 #include "keystore.hpp"
 #include "scope_policy.hpp"
 #include "session_binding.hpp"
@@ -63,8 +66,8 @@ bool true_and_not_null(const SeenRow &row, int col) {
               std::string("status \"") + status + "\"", "This is a bug in idem; please report it.");
 }
 
-void read_first_row(const SpiSession *session, SeenRow *row) {
-  spi_copy_row(session, 0, claim_row_columns, row->values, row->nulls);
+// What the row's columns say, for classify().
+void note_observation(SeenRow *row) {
   row->inserted = true_and_not_null(*row, col_inserted);
   row->observed.exists = true;
   // The four labels are short; a longer one is none of them.
@@ -75,6 +78,85 @@ void read_first_row(const SpiSession *session, SeenRow *row) {
   row->observed.same_request_hash = true_and_not_null(*row, col_same_hash);
   row->observed.lock_expired = true_and_not_null(*row, col_lock_expired);
   row->observed.expired = true_and_not_null(*row, col_expired);
+}
+
+void read_first_row(const SpiSession *session, SeenRow *row) {
+  spi_copy_row(session, 0, claim_row_columns, row->values, row->nulls);
+  note_observation(row);
+}
+
+// A write statement's returned row, when it returned one.
+void read_first_row_if(uint64 rows, const SpiSession *session, SeenRow *row) {
+  if (rows > 0) read_first_row(session, row);
+}
+
+// The columns the probe reads, and where each goes in a SeenRow: the row as
+// the claim statements return it (CLAIM_ROW_COLUMNS, src/statements.cpp).
+// bound_session is last, as a 1.0 key table does not have it.
+const char *const probed_columns[] = {
+    "fence",         "attempt_count",   "recovery_point", "response_code",
+    "response_body", "result_ref_type", "result_ref_id",  "failure_code",
+    "failure_message", "locked_until",  "expires_at",     "status",
+    "request_hash",  "bound_session"};
+constexpr int probed_count = sizeof probed_columns / sizeof probed_columns[0];
+// fence through expires_at land in col_fence onwards, in this order.
+constexpr int probed_copied = col_expires_at - col_fence + 1;
+constexpr int probed_status = probed_copied;
+constexpr int probed_request_hash = probed_copied + 1;
+static_assert(probed_count == probed_copied + 3, "status, request_hash and bound_session follow");
+
+// `a` <= `b` for two timestamps, NULL (false and null) when `a` is NULL, as
+// the claim statements' locked_until <= $5 and expires_at <= $5.
+void set_at_or_before(SeenRow *row, int col, const Datum *values, const bool *nulls, int at,
+                      TimestampTz now) {
+  row->nulls[col - 1] = nulls[at];
+  row->values[col - 1] = BoolGetDatum(!nulls[at] && DatumGetTimestampTz(values[at]) <= now);
+}
+
+// The claim's look, without SPI: the key's row read through the primary key
+// (key_probe.hpp) into `row`, copied into `into`, with the columns the
+// statement computes (the status's label, request_hash = $3, the two
+// comparisons with the claim's clock $5) computed here the same way.
+bool probe_claim_row(const ClaimRequest *request, MemoryContext into, SeenRow *row) {
+  const Datum *params = request->params;
+  Datum values[probed_count];
+  bool nulls[probed_count];
+  MemoryContext previous = MemoryContextSwitchTo(into);
+  bool found = probe_by_key(
+      "idempotency_request", "idempotency_request_pkey", DatumGetTextPP(params[claim_scope]),
+      DatumGetTextPP(params[claim_key]),
+      request->key_table_has_binding ? probed_count : probed_count - 1, probed_columns, values,
+      nulls);
+  if (found) {
+    TimestampTz now = DatumGetTimestampTz(params[claim_now]);
+    row->values[col_inserted - 1] = BoolGetDatum(false);
+    row->nulls[col_inserted - 1] = false;
+    row->nulls[col_status - 1] = nulls[probed_status];
+    if (!nulls[probed_status])
+      row->values[col_status - 1] =
+          CStringGetTextDatum(DatumGetCString(DirectFunctionCall1(enum_out, values[probed_status])));
+    row->nulls[col_same_hash - 1] = nulls[probed_request_hash];
+    if (!nulls[probed_request_hash]) {
+      const text *stored = DatumGetTextPP(values[probed_request_hash]);
+      const text *given = DatumGetTextPP(params[claim_request_hash]);
+      size_t bytes = VARSIZE_ANY_EXHDR(stored);
+      row->values[col_same_hash - 1] =
+          BoolGetDatum(bytes == VARSIZE_ANY_EXHDR(given) &&
+                       memcmp(VARDATA_ANY(stored), VARDATA_ANY(given), bytes) == 0);
+    }
+    set_at_or_before(row, col_lock_expired, values, nulls, col_locked_until - col_fence, now);
+    set_at_or_before(row, col_expired, values, nulls, col_expires_at - col_fence, now);
+    for (int i = 0; i < probed_copied; ++i) {
+      row->values[col_fence - 1 + i] = values[i];
+      row->nulls[col_fence - 1 + i] = nulls[i];
+    }
+    bool has_binding = request->key_table_has_binding;
+    row->values[col_bound_session - 1] = has_binding ? values[probed_count - 1] : Datum(0);
+    row->nulls[col_bound_session - 1] = has_binding ? nulls[probed_count - 1] : true;
+    note_observation(row);
+  }
+  MemoryContextSwitchTo(previous);
+  return found;
 }
 
 // A processing key whose lock still runs but whose bound session ended is
@@ -139,7 +221,7 @@ HeapTuple form_claim(TupleDesc desc, ClaimKind kind, const SeenRow &row) {
 }
 
 [[noreturn]] void refuse_write_when_read_only(SpiSession *session, const KeyName &name) {
-  spi_finish(session);
+  if (session->connected) spi_finish(session);
   throw_key_error(sqlstate::read_only,
                   "cannot claim this idempotency key in a read-only transaction", name,
                   "Only replays of finished keys work read-only; claiming a new, stale or "
@@ -201,33 +283,43 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
   answer->bound_session_ended = false;
 
   bool has_binding = request->key_table_has_binding;
-  SpiSession session;
-  spi_connect(&session);
+  // Connected at the first write: a replay is the probe alone.
+  SpiSession session = {};
   // A READ ONLY transaction (or a hot standby) may still replay.
   bool read_only = XactReadOnly;
-  // Look first, write only what the observation calls for; any write that
-  // matches nothing means another claim changed the key: look again.
-  Statement statement = Statement::claim_observe;
+  // Look first (the probe), write only what the observation calls for (one
+  // kept statement); any write that matches nothing means another claim
+  // changed the key: look again.
+  bool look = true;
+  Statement write = Statement::claim_insert;
   Action pending = Action::insert;
   SeenRow row;
   for (int step = 0; step < max_claim_steps; ++step) {
-    Statement ran = statement;
-    uint64 rows = spi_run(&session, for_key_table(ran, has_binding), params, nulls);
-    statement = Statement::claim_observe;
+    bool looked = look;
+    uint64 rows;
+    if (looked) {
+      rows = probe_claim_row(request, session.connected ? session.caller_context
+                                                        : CurrentMemoryContext, &row) ? 1 : 0;
+    } else {
+      if (!session.connected) spi_connect(&session);
+      rows = spi_run(&session, for_key_table(write, has_binding), params, nulls);
+      read_first_row_if(rows, &session, &row);
+    }
+    look = true;
     if (rows == 0) {
-      if (ran == Statement::claim_observe) {
+      if (looked) {
         if (read_only) refuse_write_when_read_only(&session, name);
-        statement = Statement::claim_insert;
+        look = false;
+        write = Statement::claim_insert;
       }
       continue;
     }
-    read_first_row(&session, &row);
     ClaimKind kind;
-    if (ran == Statement::claim_insert) {
+    if (!looked && write == Statement::claim_insert) {
       kind = ClaimKind::new_claim;
-    } else if (ran == Statement::claim_give_up) {
+    } else if (!looked && write == Statement::claim_give_up) {
       kind = ClaimKind::final_failure;  // max_attempts reached: the key ends here
-    } else if (ran != Statement::claim_observe) {
+    } else if (!looked) {
       kind = claim_kind_of(pending);  // a takeover or a new generation
     } else {
       bool ended = bound_session_ended(row);
@@ -235,7 +327,7 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
       pending = classify(row.observed);
       switch (pending) {
         case Action::reject_mismatch:
-          spi_finish(&session);
+          if (session.connected) spi_finish(&session);
           stats::count(stats::Counter::request_mismatches);
           throw_key_error(sqlstate::request_mismatch,
                           "idempotency key was already used for a different request", name,
@@ -245,19 +337,21 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
           continue;
         case Action::take_over_stale:
         case Action::take_over_failed:
-          statement = attempts_exhausted(request->policy, DatumGetInt32(column(row, col_attempt_count)))
-                          ? Statement::claim_give_up
-                          : Statement::claim_take_over;
+          look = false;
+          write = attempts_exhausted(request->policy, DatumGetInt32(column(row, col_attempt_count)))
+                      ? Statement::claim_give_up
+                      : Statement::claim_take_over;
           break;
         case Action::regenerate:
-          statement = Statement::claim_regenerate;
+          look = false;
+          write = Statement::claim_regenerate;
           break;
         case Action::replay_success:
         case Action::replay_failure:
         case Action::report_active:
           break;
       }
-      if (statement != Statement::claim_observe) {
+      if (!look) {
         if (read_only) refuse_write_when_read_only(&session, name);
         params[claim_seen_fence] = column(row, col_fence);
         nulls[claim_seen_fence] = ' ';
@@ -270,7 +364,7 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
       }
       kind = claim_kind_of(pending);
     }
-    spi_finish(&session);
+    if (session.connected) spi_finish(&session);
     answer->kind = kind;
     answer->result = form_claim(request->result_desc, kind, row);
     answer->locked_until_null = row.nulls[col_locked_until - 1];
@@ -280,7 +374,7 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
       session_binding::note_bound_stripe(request->stripe);
     return;
   }
-  spi_finish(&session);
+  if (session.connected) spi_finish(&session);
   throw_key_error(sqlstate::contention,
                   "could not claim the idempotency key: it kept changing under contention",
                   name, "Retry the request; the key is being claimed by many requests at once.");

@@ -10,15 +10,44 @@ namespace {
 
 constexpr int key_columns = 2;
 
+[[noreturn]] void throw_not_ours(const char *message) {
+  message_arguments::throw_error(
+      sqlstate::internal, message, "The extension's tables are not the ones this library reads.",
+      "Run ALTER EXTENSION idem UPDATE, or reinstall the library that matches the extension.");
+}
+
+// What a probe resolves by name, kept per backend: a probe is made for every
+// claim and consume_once, and the names cost syscache lookups and a scan of
+// the columns each time. An entry is dropped when the relcache is told its
+// table changed (ALTER TABLE, DROP, a dropped or re-created index, DROP
+// EXTENSION), or when every entry is (a lost invalidation), and resolved
+// again at the next probe. A few entries suffice: one per probing call site.
+constexpr int max_probed_columns = 16;
+struct ResolvedProbe {
+  const char *table;            // the caller's string constants, by address
+  const char *const *columns;
+  int column_count;
+  Oid table_oid;
+  Oid index_oid;
+  AttrNumber attnums[max_probed_columns];
+};
+constexpr int max_resolved = 4;
+ResolvedProbe resolved[max_resolved];
+int resolved_count = 0;
+bool callback_registered = false;
+
+void forget_resolved(Datum, Oid relation) {
+  int kept = 0;
+  for (int i = 0; i < resolved_count; ++i)
+    if (OidIsValid(relation) && resolved[i].table_oid != relation) resolved[kept++] = resolved[i];
+  resolved_count = kept;
+}
+
 // The relation idem.`name`, or an internal error naming it: the extension's
 // own objects are missing only when its scripts and this library disagree.
 Oid idem_relation(const char *name) {
   Oid relation = get_relname_relid(name, get_namespace_oid("idem", false));
-  if (!OidIsValid(relation))
-    message_arguments::throw_error(
-        sqlstate::internal, psprintf("idem.%s does not exist", name),
-        "The extension's tables are not the ones this library reads.",
-        "Run ALTER EXTENSION idem UPDATE, or reinstall the library that matches the extension.");
+  if (!OidIsValid(relation)) throw_not_ours(psprintf("idem.%s does not exist", name));
   return relation;
 }
 
@@ -31,10 +60,45 @@ AttrNumber column_number(Relation relation, const char *name) {
     if (!attribute->attisdropped && strcmp(NameStr(attribute->attname), name) == 0)
       return attribute->attnum;
   }
-  message_arguments::throw_error(
-      sqlstate::internal, psprintf("idem.%s has no column %s", RelationGetRelationName(relation), name),
-      "The extension's tables are not the ones this library reads.",
-      "Run ALTER EXTENSION idem UPDATE, or reinstall the library that matches the extension.");
+  throw_not_ours(
+      psprintf("idem.%s has no column %s", RelationGetRelationName(relation), name));
+}
+
+const ResolvedProbe *find_resolved(const char *table, const char *const columns[],
+                                   int column_count) {
+  for (int i = 0; i < resolved_count; ++i)
+    if (resolved[i].table == table && resolved[i].columns == columns &&
+        resolved[i].column_count == column_count)
+      return &resolved[i];
+  return nullptr;
+}
+
+// Resolves the names with the relations open (and locked), and keeps the
+// answer unless the cache is full.
+ResolvedProbe resolve(const char *table, const char *key_index, const char *const columns[],
+                      int column_count, Relation heap, Relation index) {
+  if (column_count > max_probed_columns) throw_not_ours("a key probe reads at most 16 columns");
+  if (index->rd_index->indrelid != RelationGetRelid(heap) ||
+      IndexRelationGetNumberOfKeyAttributes(index) != key_columns)
+    throw_not_ours(psprintf("idem.%s is not a two-column key of idem.%s", key_index, table));
+  ResolvedProbe probe = {table, columns, column_count, RelationGetRelid(heap),
+                         RelationGetRelid(index), {}};
+  for (int i = 0; i < column_count; ++i) probe.attnums[i] = column_number(heap, columns[i]);
+  if (!callback_registered) {
+    CacheRegisterRelcacheCallback(forget_resolved, 0);
+    callback_registered = true;
+  }
+  // Replaces a stale entry for the same call site, else takes a free one.
+  int slot = 0;
+  while (slot < resolved_count && !(resolved[slot].table == table &&
+                                    resolved[slot].columns == columns &&
+                                    resolved[slot].column_count == column_count))
+    ++slot;
+  if (slot < max_resolved) {
+    resolved[slot] = probe;
+    if (slot == resolved_count) ++resolved_count;
+  }
+  return probe;
 }
 
 }  // namespace
@@ -42,17 +106,29 @@ AttrNumber column_number(Relation relation, const char *name) {
 bool probe_by_key(const char *table, const char *key_index, const text *first,
                   const text *second, int column_count, const char *const columns[],
                   Datum values[], bool nulls[]) {
-  Oid table_oid = idem_relation(table);
-  Oid index_oid = idem_relation(key_index);
+  // A cached resolution holds until an invalidation drops it; locking the
+  // table processes those that arrived, so the entry is looked up again once
+  // the table is open. A cached table dropped since is not an error here:
+  // the names are resolved afresh.
+  const ResolvedProbe *known = find_resolved(table, columns, column_count);
   // AccessShareLock until the transaction ends, as a statement's read holds it.
-  Relation heap = table_open(table_oid, AccessShareLock);
-  Relation index = index_open(index_oid, AccessShareLock);
-  if (index->rd_index->indrelid != table_oid ||
-      IndexRelationGetNumberOfKeyAttributes(index) != key_columns)
-    message_arguments::throw_error(
-        sqlstate::internal, psprintf("idem.%s is not a two-column key of idem.%s", key_index, table),
-        "The extension's tables are not the ones this library reads.",
-        "Run ALTER EXTENSION idem UPDATE, or reinstall the library that matches the extension.");
+  Relation heap = known != nullptr ? try_table_open(known->table_oid, AccessShareLock) : nullptr;
+  if (heap == nullptr) heap = table_open(idem_relation(table), AccessShareLock);
+  known = find_resolved(table, columns, column_count);
+  Relation index = index_open(known != nullptr && known->table_oid == RelationGetRelid(heap)
+                                  ? known->index_oid
+                                  : idem_relation(key_index),
+                              AccessShareLock);
+  // Opening the index may have processed invalidations too: the entry is
+  // taken by value once both are open, and only if it names both.
+  known = find_resolved(table, columns, column_count);
+  ResolvedProbe probe;
+  if (known != nullptr && known->table_oid == RelationGetRelid(heap) &&
+      known->index_oid == RelationGetRelid(index))
+    probe = *known;
+  else
+    probe = resolve(table, key_index, columns, column_count, heap, index);
+  const AttrNumber *attnums = probe.attnums;
 
   // Equality on each key column, with the index's collation (texteq is the
   // equality of the default text operator class the key uses).
@@ -74,7 +150,7 @@ bool probe_by_key(const char *table, const char *key_index, const text *first,
   if (found) {
     TupleDesc descriptor = RelationGetDescr(heap);
     for (int i = 0; i < column_count; ++i) {
-      AttrNumber column = column_number(heap, columns[i]);
+      AttrNumber column = attnums[i];
       Form_pg_attribute attribute = TupleDescAttr(descriptor, column - 1);
       Datum value = slot_getattr(slot, column, &nulls[i]);
       // The slot's values point into a pinned buffer; copy them out.

@@ -47,13 +47,11 @@ namespace {
 #define BOUND_11 "r.bound_session"
 #define BOUND_10 "NULL::pg_catalog.int8"
 
-#define OBSERVE_SQL(BOUND) "SELECT false, " CLAIM_ROW_COLUMNS(BOUND) " FROM " TABLE " r WHERE " BY_KEY
-
-// Runs only after claim_observe found no row, so a replay never starts an
-// INSERT executor, draws no fence, takes no lock and no transaction id. A
-// concurrent claim that inserted first makes it return nothing (DO NOTHING,
-// after waiting for that claim to commit or roll back), and the claim looks
-// again.
+// Runs only after the claim's look (src/claim.cpp, a key probe) found no
+// row, so a replay never starts an INSERT executor, draws no fence, takes no
+// lock and no transaction id. A concurrent claim that inserted first makes
+// it return nothing (DO NOTHING, after waiting for that claim to commit or
+// roll back), and the claim looks again.
 #define INSERT_SQL(BOUND, BOUND_COLUMN, BOUND_VALUE)                                       \
   "INSERT INTO " TABLE " AS r (scope, key, request_hash, status, "                         \
   "recovery_point, fence, attempt_count, claimed_by, claimed_at, locked_until, "           \
@@ -98,11 +96,9 @@ namespace {
 #define SET_BOUND_11 "bound_session = $10, "
 #define BOUND_ENDED_11 " OR r.bound_session OPERATOR(pg_catalog.=) $11"
 
-const char *const observe_sql = OBSERVE_SQL(BOUND_11);
 const char *const insert_sql = INSERT_SQL(BOUND_11, ", bound_session", ", $10");
 const char *const take_over_sql = TAKE_OVER_SQL(BOUND_11, SET_BOUND_11, BOUND_ENDED_11);
 const char *const regenerate_sql = REGENERATE_SQL(BOUND_11, SET_BOUND_11);
-const char *const observe_10_sql = OBSERVE_SQL(BOUND_10);
 const char *const insert_10_sql = INSERT_SQL(BOUND_10, "", "");
 const char *const take_over_10_sql = TAKE_OVER_SQL(BOUND_10, "", "");
 const char *const regenerate_10_sql = REGENERATE_SQL(BOUND_10, "");
@@ -355,9 +351,6 @@ const StatementSpec specs[] = {
     {insert_sql, claim_param_count,
      CLAIM_PARAM_TYPES,
      SPI_OK_INSERT_RETURNING},
-    {observe_sql, claim_param_count,
-     CLAIM_PARAM_TYPES,
-     SPI_OK_SELECT},
     {take_over_sql, claim_param_count,
      CLAIM_PARAM_TYPES,
      SPI_OK_UPDATE_RETURNING},
@@ -387,7 +380,6 @@ const StatementSpec specs[] = {
      SPI_OK_UPDATE_RETURNING},
     // the same, for a key table still at 1.0
     {insert_10_sql, claim_param_count, CLAIM_PARAM_TYPES, SPI_OK_INSERT_RETURNING},
-    {observe_10_sql, claim_param_count, CLAIM_PARAM_TYPES, SPI_OK_SELECT},
     {take_over_10_sql, claim_param_count, CLAIM_PARAM_TYPES, SPI_OK_UPDATE_RETURNING},
     {regenerate_10_sql, claim_param_count, CLAIM_PARAM_TYPES, SPI_OK_UPDATE_RETURNING},
     {sweep_stale_10_sql, 3, {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID}, SPI_OK_UPDATE},
@@ -453,7 +445,6 @@ Statement for_key_table(Statement statement, bool has_binding) {
   if (has_binding) return statement;
   switch (statement) {
     case Statement::claim_insert: return Statement::claim_insert_10;
-    case Statement::claim_observe: return Statement::claim_observe_10;
     case Statement::claim_take_over: return Statement::claim_take_over_10;
     case Statement::claim_regenerate: return Statement::claim_regenerate_10;
     case Statement::sweep_stale: return Statement::sweep_stale_10;

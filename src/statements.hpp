@@ -8,8 +8,7 @@
 namespace idem {
 
 enum class Statement {
-  claim_insert,             // insert-or-nothing, after claim_observe found no row
-  claim_observe,            // the row as it is, without a lock
+  claim_insert,             // insert-or-nothing, after the claim's look found no row
   claim_take_over,          // stale lock or retryable failure: new owner
   claim_regenerate,         // finished and expired: a new generation
   mark_succeeded,
@@ -29,7 +28,6 @@ enum class Statement {
   // bound_session column): the library is installed before ALTER EXTENSION
   // idem UPDATE runs, and claims must work in between.
   claim_insert_10,
-  claim_observe_10,
   claim_take_over_10,
   claim_regenerate_10,
   sweep_stale_10,
