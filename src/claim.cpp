@@ -85,11 +85,6 @@ void read_first_row(const SpiSession *session, SeenRow *row) {
   note_observation(row);
 }
 
-// A write statement's returned row, when it returned one.
-void read_first_row_if(uint64 rows, const SpiSession *session, SeenRow *row) {
-  if (rows > 0) read_first_row(session, row);
-}
-
 // The columns the probe reads, and where each goes in a SeenRow: the row as
 // the claim statements return it (CLAIM_ROW_COLUMNS, src/statements.cpp).
 // bound_session is last, as a 1.0 key table does not have it.
@@ -121,42 +116,38 @@ bool probe_claim_row(const ClaimRequest *request, MemoryContext into, SeenRow *r
   const Datum *params = request->params;
   Datum values[probed_count];
   bool nulls[probed_count];
-  MemoryContext previous = MemoryContextSwitchTo(into);
   bool found = probe_by_key(
       "idempotency_request", "idempotency_request_pkey", DatumGetTextPP(params[claim_scope]),
       DatumGetTextPP(params[claim_key]),
-      request->key_table_has_binding ? probed_count : probed_count - 1, probed_columns, values,
-      nulls);
-  if (found) {
-    TimestampTz now = DatumGetTimestampTz(params[claim_now]);
-    row->values[col_inserted - 1] = BoolGetDatum(false);
-    row->nulls[col_inserted - 1] = false;
-    row->nulls[col_status - 1] = nulls[probed_status];
-    if (!nulls[probed_status])
-      row->values[col_status - 1] =
-          CStringGetTextDatum(DatumGetCString(DirectFunctionCall1(enum_out, values[probed_status])));
-    row->nulls[col_same_hash - 1] = nulls[probed_request_hash];
-    if (!nulls[probed_request_hash]) {
-      const text *stored = DatumGetTextPP(values[probed_request_hash]);
-      const text *given = DatumGetTextPP(params[claim_request_hash]);
-      size_t bytes = VARSIZE_ANY_EXHDR(stored);
-      row->values[col_same_hash - 1] =
-          BoolGetDatum(bytes == VARSIZE_ANY_EXHDR(given) &&
-                       memcmp(VARDATA_ANY(stored), VARDATA_ANY(given), bytes) == 0);
-    }
-    set_at_or_before(row, col_lock_expired, values, nulls, col_locked_until - col_fence, now);
-    set_at_or_before(row, col_expired, values, nulls, col_expires_at - col_fence, now);
-    for (int i = 0; i < probed_copied; ++i) {
-      row->values[col_fence - 1 + i] = values[i];
-      row->nulls[col_fence - 1 + i] = nulls[i];
-    }
-    bool has_binding = request->key_table_has_binding;
-    row->values[col_bound_session - 1] = has_binding ? values[probed_count - 1] : Datum(0);
-    row->nulls[col_bound_session - 1] = has_binding ? nulls[probed_count - 1] : true;
-    note_observation(row);
+      request->key_table_has_binding ? probed_count : probed_count - 1, probed_columns, into,
+      values, nulls);
+  if (!found) return false;
+  TimestampTz now = DatumGetTimestampTz(params[claim_now]);
+  row->values[col_inserted - 1] = BoolGetDatum(false);
+  row->nulls[col_inserted - 1] = false;
+  row->nulls[col_status - 1] = nulls[probed_status];
+  if (!nulls[probed_status]) {
+    // The label goes to `into`, as the copied columns do.
+    MemoryContext previous = MemoryContextSwitchTo(into);
+    row->values[col_status - 1] =
+        CStringGetTextDatum(DatumGetCString(DirectFunctionCall1(enum_out, values[probed_status])));
+    MemoryContextSwitchTo(previous);
   }
-  MemoryContextSwitchTo(previous);
-  return found;
+  row->nulls[col_same_hash - 1] = nulls[probed_request_hash];
+  if (!nulls[probed_request_hash])
+    row->values[col_same_hash - 1] = BoolGetDatum(same_text(
+        DatumGetTextPP(values[probed_request_hash]), DatumGetTextPP(params[claim_request_hash])));
+  set_at_or_before(row, col_lock_expired, values, nulls, col_locked_until - col_fence, now);
+  set_at_or_before(row, col_expired, values, nulls, col_expires_at - col_fence, now);
+  for (int i = 0; i < probed_copied; ++i) {
+    row->values[col_fence - 1 + i] = values[i];
+    row->nulls[col_fence - 1 + i] = nulls[i];
+  }
+  bool has_binding = request->key_table_has_binding;
+  row->values[col_bound_session - 1] = has_binding ? values[probed_count - 1] : Datum(0);
+  row->nulls[col_bound_session - 1] = has_binding ? nulls[probed_count - 1] : true;
+  note_observation(row);
+  return true;
 }
 
 // A processing key whose lock still runs but whose bound session ended is
@@ -283,8 +274,9 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
   answer->bound_session_ended = false;
 
   bool has_binding = request->key_table_has_binding;
-  // Connected at the first write: a replay is the probe alone.
-  SpiSession session = {};
+  // Connected at the first write: a replay is the probe alone. What the probe
+  // and the statements return is copied to the caller's context either way.
+  SpiSession session = {CurrentMemoryContext, false};
   // A READ ONLY transaction (or a hot standby) may still replay.
   bool read_only = XactReadOnly;
   // Look first (the probe), write only what the observation calls for (one
@@ -298,12 +290,11 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
     bool looked = look;
     uint64 rows;
     if (looked) {
-      rows = probe_claim_row(request, session.connected ? session.caller_context
-                                                        : CurrentMemoryContext, &row) ? 1 : 0;
+      rows = probe_claim_row(request, session.caller_context, &row) ? 1 : 0;
     } else {
       if (!session.connected) spi_connect(&session);
       rows = spi_run(&session, for_key_table(write, has_binding), params, nulls);
-      read_first_row_if(rows, &session, &row);
+      if (rows > 0) read_first_row(&session, &row);
     }
     look = true;
     if (rows == 0) {

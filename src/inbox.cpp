@@ -91,14 +91,6 @@ void require_retention(FunctionCallInfo fcinfo) {
       "A broker redelivers the same body under one id; a different body needs a new message id.");
 }
 
-// Whether the stored hash (a text Datum) equals the given one, byte for byte.
-bool same_hash(Datum stored, const text *given) {
-  const text *stored_text = DatumGetTextPP(stored);
-  int bytes = VARSIZE_ANY_EXHDR(stored_text);
-  return bytes == static_cast<int>(VARSIZE_ANY_EXHDR(given)) &&
-         memcmp(VARDATA_ANY(stored_text), VARDATA_ANY(given), bytes) == 0;
-}
-
 }  // namespace
 
 Datum consume_once(FunctionCallInfo fcinfo) {
@@ -120,20 +112,17 @@ Datum consume_once(FunctionCallInfo fcinfo) {
   Datum insert_params[5] = {PointerGetDatum(consumer), PointerGetDatum(message_id),
                             PointerGetDatum(message_hash), TimestampTzGetDatum(now),
                             TimestampTzGetDatum(expiry)};
-  SpiSession session = {};
+  // Connected at the first insert; the probe's copies go to the caller's
+  // context, which outlives the connection.
+  SpiSession session = {CurrentMemoryContext, false};
   for (int step = 0; step < max_consume_steps; ++step) {
     Datum stored[2];
     bool stored_null[2];
-    // The probe's copies go to the caller's context even on a second pass,
-    // when SPI's context (freed by spi_finish) is the current one.
-    MemoryContext probing_from =
-        session.connected ? MemoryContextSwitchTo(session.caller_context) : CurrentMemoryContext;
     bool found = probe_by_key("consumed_message", "consumed_message_pkey", consumer, message_id,
-                              2, probed_columns, stored, stored_null);
-    MemoryContextSwitchTo(probing_from);
+                              2, probed_columns, session.caller_context, stored, stored_null);
     if (found && !stored_null[1] && DatumGetTimestampTz(stored[1]) > now) {
       if (session.connected) spi_finish(&session);
-      if (stored_null[0] || !same_hash(stored[0], message_hash))
+      if (stored_null[0] || !same_text(DatumGetTextPP(stored[0]), message_hash))
         throw_hash_mismatch(consumer, message_id,
                             stored_null[0] ? "NULL" : TextDatumGetCString(stored[0]),
                             message_hash);

@@ -64,12 +64,16 @@ AttrNumber column_number(Relation relation, const char *name) {
       psprintf("idem.%s has no column %s", RelationGetRelationName(relation), name));
 }
 
+// Whether `entry` was resolved for this call site (its string constants).
+bool for_call_site(const ResolvedProbe &entry, const char *table, const char *const columns[],
+                   int column_count) {
+  return entry.table == table && entry.columns == columns && entry.column_count == column_count;
+}
+
 const ResolvedProbe *find_resolved(const char *table, const char *const columns[],
                                    int column_count) {
   for (int i = 0; i < resolved_count; ++i)
-    if (resolved[i].table == table && resolved[i].columns == columns &&
-        resolved[i].column_count == column_count)
-      return &resolved[i];
+    if (for_call_site(resolved[i], table, columns, column_count)) return &resolved[i];
   return nullptr;
 }
 
@@ -90,9 +94,7 @@ ResolvedProbe resolve(const char *table, const char *key_index, const char *cons
   }
   // Replaces a stale entry for the same call site, else takes a free one.
   int slot = 0;
-  while (slot < resolved_count && !(resolved[slot].table == table &&
-                                    resolved[slot].columns == columns &&
-                                    resolved[slot].column_count == column_count))
+  while (slot < resolved_count && !for_call_site(resolved[slot], table, columns, column_count))
     ++slot;
   if (slot < max_resolved) {
     resolved[slot] = probe;
@@ -105,7 +107,7 @@ ResolvedProbe resolve(const char *table, const char *key_index, const char *cons
 
 bool probe_by_key(const char *table, const char *key_index, const text *first,
                   const text *second, int column_count, const char *const columns[],
-                  Datum values[], bool nulls[]) {
+                  MemoryContext into, Datum values[], bool nulls[]) {
   // A cached resolution holds until an invalidation drops it; locking the
   // table processes those that arrived, so the entry is looked up again once
   // the table is open. A cached table dropped since is not an error here:
@@ -148,6 +150,7 @@ bool probe_by_key(const char *table, const char *key_index, const text *first,
   TupleTableSlot *slot = table_slot_create(heap, nullptr);
   bool found = index_getnext_slot(scan, ForwardScanDirection, slot);
   if (found) {
+    MemoryContext previous = MemoryContextSwitchTo(into);
     TupleDesc descriptor = RelationGetDescr(heap);
     for (int i = 0; i < column_count; ++i) {
       AttrNumber column = attnums[i];
@@ -156,6 +159,7 @@ bool probe_by_key(const char *table, const char *key_index, const text *first,
       // The slot's values point into a pinned buffer; copy them out.
       values[i] = nulls[i] ? Datum(0) : datumCopy(value, attribute->attbyval, attribute->attlen);
     }
+    MemoryContextSwitchTo(previous);
   }
   ExecDropSingleTupleTableSlot(slot);
   index_endscan(scan);
@@ -163,6 +167,11 @@ bool probe_by_key(const char *table, const char *key_index, const text *first,
   index_close(index, NoLock);
   table_close(heap, NoLock);
   return found;
+}
+
+bool same_text(const text *a, const text *b) {
+  size_t bytes = VARSIZE_ANY_EXHDR(a);
+  return bytes == VARSIZE_ANY_EXHDR(b) && memcmp(VARDATA_ANY(a), VARDATA_ANY(b), bytes) == 0;
 }
 
 }  // namespace idem
