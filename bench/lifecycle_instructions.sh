@@ -4,9 +4,12 @@
 # valgrind (callgrind) runs N lifecycles of one peer as prepared statements,
 # each statement its own transaction, like pgbench -M prepared without the
 # network. A run of one lifecycle is subtracted, so start-up and first-call
-# caches cancel out. Peers: idem, floor, ref (bench/workloads/newkey_*.sql).
+# caches cancel out. Peers: idem, floor, ref, bare (bench/workloads/newkey_*.sql).
 # Usage (as root, like ./run-tests; needs valgrind):
 #   bench/lifecycle_instructions.sh [N] [peers...]    default 500, all three
+# WORKLOAD=replay counts a replay of a finished key instead: peers idem and
+# pkread (one bare primary-key SELECT of the stored response, the least any
+# store can do to answer a retry; bench/workloads/replay_pkread.sql).
 # With KEEP=1 the callgrind files stay in the printed directory for
 # callgrind_annotate. To compare shapes of idem's table: IDEM_VERSION=1.0
 # installs that version of idem (its thirteen CHECK constraints), and
@@ -17,7 +20,12 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 N=${1:-500}
 shift || true
-PEER_LIST=${*:-idem floor ref}
+WORKLOAD=${WORKLOAD:-newkey}
+case $WORKLOAD in
+  newkey) PEER_LIST=${*:-idem floor ref}; WHAT="new-key lifecycle" ;;
+  replay) PEER_LIST=${*:-idem pkread}; WHAT="replay" ;;
+  *) echo "WORKLOAD is newkey or replay" >&2; exit 2 ;;
+esac
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 
 build_extension
@@ -33,22 +41,38 @@ start_cluster "$WORK/cluster" "${IDEM_BENCH_PORT:-55498}"
 psql -qAtX -v ON_ERROR_STOP=1 -d postgres \
   -c "CREATE EXTENSION idem${IDEM_VERSION:+ VERSION '$IDEM_VERSION'}" >/dev/null
 [ -z "${SHAPE:-}" ] || psql -qAtX -v ON_ERROR_STOP=1 -d postgres -f "$SHAPE" >/dev/null
-for f in bench/reference.sql bench/floor/schema.sql; do
+for f in bench/reference.sql bench/floor/schema.sql bench/bare/schema.sql; do
   psql -qAtX -v ON_ERROR_STOP=1 -d postgres -f "$f" >/dev/null
 done
+hash=b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c
+if [ "$WORKLOAD" = replay ]; then
+  # The finished keys the replays read: k1 .. k(N+1).
+  psql -qAtX -v ON_ERROR_STOP=1 -d postgres -c "
+    SELECT count(idem.mark_succeeded('replay', 'k' || g, (c).fence, 201, '{\"id\": 1}'))
+    FROM (SELECT g, idem.claim_idempotency_key('replay', 'k' || g, '$hash') c
+          FROM generate_series(1, $N + 1) g) s" >/dev/null
+  psql -qAtX -v ON_ERROR_STOP=1 -d postgres -c "VACUUM ANALYZE idem.idempotency_request" >/dev/null
+fi
 stop_cluster "$WORK/cluster"
 mv "$WORK/cluster/data" "$WORK/template"
 
-hash=b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c
 script() {  # peer lifecycles -> the statements, one per line
   local peer=$1 n=$2 i
+  if [ "$WORKLOAD" = replay ]; then
+    case $peer in
+      idem) echo "PREPARE r(text) AS SELECT kind, response_code, response_body FROM idem.claim_idempotency_key('replay', \$1, '$hash');" ;;
+      pkread) echo "PREPARE r(text) AS SELECT response_code, response_body FROM idem.idempotency_request WHERE scope = 'replay' AND key = \$1;" ;;
+    esac
+    for ((i = 1; i <= n; i++)); do echo "EXECUTE r('k$i');"; done
+    return
+  fi
   case $peer in
     idem | ref)
       echo "PREPARE c(text) AS SELECT kind, fence FROM $peer.claim_idempotency_key('newkey', \$1, '$hash');"
       echo "PREPARE m(text, bigint) AS SELECT $peer.mark_succeeded('newkey', \$1, \$2, 201, '{\"id\": 1}');" ;;
-    floor)
-      echo "PREPARE c(text) AS INSERT INTO floor.idempotency_request (scope, key, request_hash, status, recovery_point, fence, attempt_count, claimed_at, locked_until, created_at, updated_at, expires_at) VALUES ('newkey', \$1, '$hash', 'processing', 'started', nextval('floor.fence_seq'), 1, now(), now() + interval '5 minutes', now(), now(), now() + interval '24 hours') ON CONFLICT (scope, key) DO NOTHING RETURNING fence;"
-      echo "PREPARE m(text, bigint) AS UPDATE floor.idempotency_request SET status = 'succeeded', recovery_point = 'finished', response_code = 201, response_body = '{\"id\": 1}', locked_until = NULL, finished_at = now(), updated_at = now() WHERE scope = 'newkey' AND key = \$1 AND fence = \$2 AND status = 'processing';" ;;
+    floor | bare)
+      echo "PREPARE c(text) AS INSERT INTO $peer.idempotency_request (scope, key, request_hash, status, recovery_point, fence, attempt_count, claimed_at, locked_until, created_at, updated_at, expires_at) VALUES ('newkey', \$1, '$hash', 'processing', 'started', nextval('$peer.fence_seq'), 1, now(), now() + interval '5 minutes', now(), now(), now() + interval '24 hours') ON CONFLICT (scope, key) DO NOTHING RETURNING fence;"
+      echo "PREPARE m(text, bigint) AS UPDATE $peer.idempotency_request SET status = 'succeeded', recovery_point = 'finished', response_code = 201, response_body = '{\"id\": 1}', locked_until = NULL, finished_at = now(), updated_at = now() WHERE scope = 'newkey' AND key = \$1 AND fence = \$2 AND status = 'processing';" ;;
   esac
   # A fresh cluster draws fences 1, 2, ... in order: lifecycle i owns fence i.
   for ((i = 1; i <= n; i++)); do echo "EXECUTE c('k$i');"; echo "EXECUTE m('k$i', $i);"; done
@@ -67,7 +91,7 @@ instructions() {  # peer lifecycles -> instructions executed by the backend
 for peer in $PEER_LIST; do
   base=$(instructions "$peer" 1)
   run=$(instructions "$peer" $((N + 1)))
-  echo "$peer: $(( (run - base) / N )) instructions per new-key lifecycle"
+  echo "$peer: $(( (run - base) / N )) instructions per $WHAT"
 done
 [ "${KEEP:-0}" = 1 ] && echo "callgrind files kept in $WORK"
 exit 0

@@ -31,6 +31,67 @@ def targets(workload, sync, clients, top_clients):
     return wanted
 
 
+# The physical floor (issue #18): each workload's least possible peer, and
+# the ratio idem must reach against it.
+FLOOR_PEERS = {"newkey": ("bare", 1.0), "replay": ("pkread", 0.9)}
+WAL_PEERS = ("idem", "ref", "floor", "bare", "pkread")
+
+
+def physical_floor(med_tps, wal, cells, verdicts):
+    out = []
+    rows = [c for c in cells if c[0] in FLOOR_PEERS and (c[0], c[1], c[2], FLOOR_PEERS[c[0]][0]) in med_tps]
+    if not rows:
+        return out
+    out.append("The physical floor: the new key against a table with only a primary key and one-column "
+               "checks (bare), the replay against one primary-key SELECT of the stored response (pkread); "
+               "WAL bytes per pgbench transaction (one lifecycle, or one replay), median of the rounds:")
+    out.append("")
+    out.append("| workload | sync commit | clients | idem tps | floor peer | its tps | idem/it | target | met | "
+               + " | ".join(f"{p} WAL B" for p in WAL_PEERS) + " |")
+    out.append("|---|---|---:|---:|---|---:|---:|---|---|" + "---:|" * len(WAL_PEERS))
+    for workload, sync, clients in rows:
+        peer, minimum = FLOOR_PEERS[workload]
+        a, b = med_tps.get((workload, sync, clients, "idem")), med_tps.get((workload, sync, clients, peer))
+        r = a / b if a and b else None
+        ok = r is not None and r >= minimum
+        verdicts.append((f"{workload}, sync {sync}, {clients} clients: idem/{peer} ≥ {minimum:g}",
+                         f"{r:.2f}" if r else "n/a", ok))
+        wal_text = []
+        for p in WAL_PEERS:
+            v = wal.get((workload, sync, clients, p))
+            wal_text.append(f"{statistics.median(v):,.0f}" if v else "-")
+        out.append("| " + " | ".join([
+            workload, sync, str(clients), f"{a:,.0f}" if a else "n/a", peer, f"{b:,.0f}" if b else "n/a",
+            f"{r:.2f}" if r else "n/a", f"≥ {minimum:g}", "yes" if ok else "**no**"] + wal_text) + " |")
+    out.append("")
+    return out
+
+
+def wait_samples(raw):
+    """What the backends of the cells with the most clients waited on."""
+    counts = defaultdict(lambda: defaultdict(int))
+    for name in sorted(os.listdir(raw)):
+        if not (name.startswith("waits-") and name.endswith(".tsv")):
+            continue
+        workload, peer, clients, sync, _round = name[len("waits-"):-len(".tsv")].split("-")
+        for row in read_tsv(os.path.join(raw, name)):
+            if len(row) == 2 and row[1].isdigit():
+                counts[(workload, sync, int(clients), peer)][row[0]] += int(row[1])
+    if not counts:
+        return []
+    out = ["Wait events of the pgbench backends in the cells with the most clients (pg_stat_activity "
+           "every 50 ms, all rounds; CPU = waiting on nothing, Client:ClientRead = waiting for the next "
+           "statement):", "", "| workload | sync commit | clients | peer | samples | wait events (share) |",
+           "|---|---|---:|---|---:|---|"]
+    for (workload, sync, clients, peer), seen in sorted(counts.items()):
+        total = sum(seen.values())
+        top = sorted(seen.items(), key=lambda x: -x[1])[:5]
+        out.append(f"| {workload} | {sync} | {clients} | {peer} | {total:,} | "
+                   + ", ".join(f"{w} {n / total:.0%}" for w, n in top) + " |")
+    out.append("")
+    return out
+
+
 def read_tsv(path):
     if not os.path.exists(path):
         return []
@@ -50,10 +111,14 @@ def main():
 
     tps = defaultdict(list)
     lat = defaultdict(list)
-    for workload, sync, clients, peer, _round, t, l in read_tsv(os.path.join(args.raw, "pgbench.tsv")):
+    wal = defaultdict(list)  # WAL bytes per pgbench transaction, one per round
+    for row in read_tsv(os.path.join(args.raw, "pgbench.tsv")):
+        workload, sync, clients, peer, _round, t, l = row[:7]
         key = (workload, sync, int(clients), peer)
         tps[key].append(float(t))
         lat[key].append(float(l))
+        if len(row) >= 9 and int(row[8]) > 0:
+            wal[key].append(int(row[7]) / int(row[8]))
     med_tps = {k: statistics.median(v) for k, v in tps.items()}
     med_lat = {k: statistics.median(v) for k, v in lat.items()}
 
@@ -95,6 +160,9 @@ def main():
             "; ".join(goal_texts) or "-",
             ("yes" if all(met) else "**no**") if met else "-"]) + " |")
     out.append("")
+
+    out.extend(physical_floor(med_tps, wal, cells, verdicts))
+    out.extend(wait_samples(args.raw))
 
     purge = {p: (int(r), float(s)) for p, r, s in read_tsv(os.path.join(args.raw, "purge.tsv"))}
     if purge:

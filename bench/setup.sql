@@ -144,3 +144,28 @@ BEGIN
     COMMIT;
 END;
 $$;
+
+-- What pgbench's backends wait on: pg_stat_activity sampled every p_every
+-- seconds for p_seconds, counted by wait event ('CPU' when a backend waits on
+-- nothing). Kept in a variable, not a table, so that sampling writes no WAL
+-- into the cell it observes; the activity snapshot is cleared before each
+-- sample (a transaction otherwise sees its first one throughout).
+CREATE FUNCTION bench.sample_waits(p_seconds double precision, p_every double precision)
+RETURNS TABLE (wait text, samples bigint)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_seen text[] := '{}';
+    v_until timestamptz := clock_timestamp() + make_interval(secs => p_seconds);
+BEGIN
+    WHILE clock_timestamp() < v_until LOOP
+        PERFORM pg_stat_clear_snapshot();
+        v_seen := v_seen || ARRAY(
+            SELECT coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU')
+            FROM pg_stat_activity a
+            WHERE a.application_name = 'pgbench' AND a.backend_type = 'client backend');
+        PERFORM pg_sleep(p_every);
+    END LOOP;
+    RETURN QUERY SELECT s.w, count(*) FROM unnest(v_seen) s(w) GROUP BY s.w ORDER BY count(*) DESC;
+END;
+$$;

@@ -15,6 +15,10 @@
 #include "stats.hpp"
 #include "wait_slots.hpp"
 
+extern "C" {
+#include "utils/typcache.h"
+}
+
 namespace idem {
 
 namespace {
@@ -66,23 +70,59 @@ bool true_and_not_null(const SeenRow &row, int col) {
               std::string("status \"") + status + "\"", "This is a bug in idem; please report it.");
 }
 
-// What the row's columns say, for classify().
-void note_observation(SeenRow *row) {
+// What the row's columns say, for classify(); `status` is the status column's.
+void note_observation(SeenRow *row, Status status) {
   row->inserted = true_and_not_null(*row, col_inserted);
   row->observed.exists = true;
-  // The four labels are short; a longer one is none of them.
-  char status[32] = "";
-  if (!row->nulls[col_status - 1])
-    text_to_cstring_buffer(DatumGetTextPP(column(*row, col_status)), status, sizeof status);
-  if (!parse_status(status, &row->observed.status)) throw_unclassifiable_status(status);
+  row->observed.status = status;
   row->observed.same_request_hash = true_and_not_null(*row, col_same_hash);
   row->observed.lock_expired = true_and_not_null(*row, col_lock_expired);
   row->observed.expired = true_and_not_null(*row, col_expired);
 }
 
+// The status a claim statement returned as text.
+Status status_of_text(const SeenRow &row) {
+  // The four labels are short; a longer one is none of them.
+  char label[32] = "";
+  if (!row.nulls[col_status - 1])
+    text_to_cstring_buffer(DatumGetTextPP(column(row, col_status)), label, sizeof label);
+  Status status;
+  if (!parse_status(label, &status)) throw_unclassifiable_status(label);
+  return status;
+}
+
+// The status labels' OIDs as the probe reads them, each learnt at its first
+// sight from enum_out and kept per backend, so a replay looks up no label.
+// Forgotten when pg_enum changes: a re-created type has new OIDs, and an OID
+// is never matched against labels of a type that is gone.
+struct KnownStatus {
+  Oid label;
+  Status status;
+};
+constexpr int max_known_statuses = 8;
+KnownStatus known_statuses[max_known_statuses];
+int known_status_count = 0;
+bool status_callback_registered = false;
+
+void forget_known_statuses(Datum, int, uint32) { known_status_count = 0; }
+
+Status status_of_label(Oid label) {
+  for (int i = 0; i < known_status_count; ++i)
+    if (known_statuses[i].label == label) return known_statuses[i].status;
+  const char *name = DatumGetCString(DirectFunctionCall1(enum_out, ObjectIdGetDatum(label)));
+  Status status;
+  if (!parse_status(name, &status)) throw_unclassifiable_status(name);
+  if (!status_callback_registered) {
+    CacheRegisterSyscacheCallback(ENUMOID, forget_known_statuses, 0);
+    status_callback_registered = true;
+  }
+  if (known_status_count < max_known_statuses) known_statuses[known_status_count++] = {label, status};
+  return status;
+}
+
 void read_first_row(const SpiSession *session, SeenRow *row) {
   spi_copy_row(session, 0, claim_row_columns, row->values, row->nulls);
-  note_observation(row);
+  note_observation(row, status_of_text(*row));
 }
 
 // The columns the probe reads, and where each goes in a SeenRow: the row as
@@ -125,14 +165,11 @@ bool probe_claim_row(const ClaimRequest *request, MemoryContext into, SeenRow *r
   TimestampTz now = DatumGetTimestampTz(params[claim_now]);
   row->values[col_inserted - 1] = BoolGetDatum(false);
   row->nulls[col_inserted - 1] = false;
-  row->nulls[col_status - 1] = nulls[probed_status];
-  if (!nulls[probed_status]) {
-    // The label goes to `into`, as the copied columns do.
-    MemoryContext previous = MemoryContextSwitchTo(into);
-    row->values[col_status - 1] =
-        CStringGetTextDatum(DatumGetCString(DirectFunctionCall1(enum_out, values[probed_status])));
-    MemoryContextSwitchTo(previous);
-  }
+  // The status stays an OID here: note_observation takes its Status, and a
+  // write names it by status_name (claim_once).
+  if (nulls[probed_status]) throw_unclassifiable_status("");
+  row->values[col_status - 1] = Datum(0);
+  row->nulls[col_status - 1] = true;
   row->nulls[col_same_hash - 1] = nulls[probed_request_hash];
   if (!nulls[probed_request_hash])
     row->values[col_same_hash - 1] = BoolGetDatum(same_text(
@@ -146,7 +183,7 @@ bool probe_claim_row(const ClaimRequest *request, MemoryContext into, SeenRow *r
   bool has_binding = request->key_table_has_binding;
   row->values[col_bound_session - 1] = has_binding ? values[probed_count - 1] : Datum(0);
   row->nulls[col_bound_session - 1] = has_binding ? nulls[probed_count - 1] : true;
-  note_observation(row);
+  note_observation(row, status_of_label(DatumGetObjectId(values[probed_status])));
   return true;
 }
 
@@ -191,6 +228,39 @@ void require_claim_type(TupleDesc desc) {
               detail, "Reinstall the extension: the library and its SQL script disagree.");
 }
 
+// idem.claim's descriptor, checked and copied once per backend: a claim
+// otherwise looks its function up and copies the descriptor each time
+// (get_call_result_type). The type cache's identifier changes whenever the
+// type does; a copy replaced then is left in CacheMemoryContext, as a claim
+// running further up the stack (a trigger's) may still be using it.
+struct KnownClaimType {
+  Oid type;
+  uint64 identifier;
+  TupleDesc desc;
+};
+KnownClaimType known_claim_type = {InvalidOid, 0, nullptr};
+
+TupleDesc claim_result_desc(FunctionCallInfo fcinfo) {
+  Oid type = get_fn_expr_rettype(fcinfo->flinfo);
+  TypeCacheEntry *entry = OidIsValid(type) ? lookup_type_cache(type, TYPECACHE_TUPDESC) : nullptr;
+  if (entry == nullptr || entry->tupDesc == nullptr) {
+    // No call expression (a direct call), or not a named composite type.
+    TupleDesc desc;
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+      throw Error(sqlstate::internal, "a claim must return idem.claim");
+    require_claim_type(desc);
+    return desc;
+  }
+  if (known_claim_type.type == type && known_claim_type.identifier == entry->tupDesc_identifier)
+    return known_claim_type.desc;
+  require_claim_type(entry->tupDesc);
+  MemoryContext previous = MemoryContextSwitchTo(CacheMemoryContext);
+  TupleDesc copy = CreateTupleDescCopy(entry->tupDesc);
+  MemoryContextSwitchTo(previous);
+  known_claim_type = {type, entry->tupDesc_identifier, copy};
+  return copy;
+}
+
 // Forms idem.claim in the current memory context from a row already copied
 // out of SPI (so after spi_finish too).
 HeapTuple form_claim(TupleDesc desc, ClaimKind kind, const SeenRow &row) {
@@ -232,9 +302,7 @@ void prepare_claim(FunctionCallInfo fcinfo, int first_option_arg, ClaimRequest *
   resolve_claim_policy(fcinfo, first_option_arg + 1, scope, now, request->name,
                        &request->policy);
 
-  if (get_call_result_type(fcinfo, nullptr, &request->result_desc) != TYPEFUNC_COMPOSITE)
-    throw Error(sqlstate::internal, "a claim must return idem.claim");
-  require_claim_type(request->result_desc);
+  request->result_desc = claim_result_desc(fcinfo);
 
   Datum *params = request->params;
   char *nulls = request->nulls;
@@ -346,7 +414,7 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
         if (read_only) refuse_write_when_read_only(&session, name);
         params[claim_seen_fence] = column(row, col_fence);
         nulls[claim_seen_fence] = ' ';
-        params[claim_seen_status] = column(row, col_status);
+        params[claim_seen_status] = CStringGetTextDatum(status_name(row.observed.status));
         nulls[claim_seen_status] = ' ';
         params[claim_dead_session] = ended ? column(row, col_bound_session) : Datum(0);
         nulls[claim_dead_session] = ended ? ' ' : 'n';

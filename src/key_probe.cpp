@@ -30,6 +30,7 @@ struct ResolvedProbe {
   Oid table_oid;
   Oid index_oid;
   AttrNumber attnums[max_probed_columns];
+  AttrNumber last_attnum;  // the highest of attnums
 };
 constexpr int max_resolved = 4;
 ResolvedProbe resolved[max_resolved];
@@ -86,8 +87,12 @@ ResolvedProbe resolve(const char *table, const char *key_index, const char *cons
       IndexRelationGetNumberOfKeyAttributes(index) != key_columns)
     throw_not_ours(psprintf("idem.%s is not a two-column key of idem.%s", key_index, table));
   ResolvedProbe probe = {table, columns, column_count, RelationGetRelid(heap),
-                         RelationGetRelid(index), {}};
-  for (int i = 0; i < column_count; ++i) probe.attnums[i] = column_number(heap, columns[i]);
+                         RelationGetRelid(index), {}, 0};
+  probe.last_attnum = 0;
+  for (int i = 0; i < column_count; ++i) {
+    probe.attnums[i] = column_number(heap, columns[i]);
+    probe.last_attnum = Max(probe.last_attnum, probe.attnums[i]);
+  }
   if (!callback_registered) {
     CacheRegisterRelcacheCallback(forget_resolved, 0);
     callback_registered = true;
@@ -150,14 +155,18 @@ bool probe_by_key(const char *table, const char *key_index, const text *first,
   TupleTableSlot *slot = table_slot_create(heap, nullptr);
   bool found = index_getnext_slot(scan, ForwardScanDirection, slot);
   if (found) {
+    // One deform up to the last column read (the columns are not in table
+    // order, and each slot_getattr past the deformed ones would deform again).
+    slot_getsomeattrs(slot, probe.last_attnum);
     MemoryContext previous = MemoryContextSwitchTo(into);
     TupleDesc descriptor = RelationGetDescr(heap);
     for (int i = 0; i < column_count; ++i) {
-      AttrNumber column = attnums[i];
-      Form_pg_attribute attribute = TupleDescAttr(descriptor, column - 1);
-      Datum value = slot_getattr(slot, column, &nulls[i]);
+      int at = attnums[i] - 1;
+      Form_pg_attribute attribute = TupleDescAttr(descriptor, at);
+      nulls[i] = slot->tts_isnull[at];
       // The slot's values point into a pinned buffer; copy them out.
-      values[i] = nulls[i] ? Datum(0) : datumCopy(value, attribute->attbyval, attribute->attlen);
+      values[i] = nulls[i] ? Datum(0)
+                           : datumCopy(slot->tts_values[at], attribute->attbyval, attribute->attlen);
     }
     MemoryContextSwitchTo(previous);
   }

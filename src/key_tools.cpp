@@ -127,12 +127,7 @@ Datum lookup_key(FunctionCallInfo fcinfo) {
     log_tool_use("lookup", name, "no such key");
     return (Datum)0;
   }
-  HeapTupleHeader header = DatumGetHeapTupleHeader(whole_row);
-  HeapTupleData row;
-  row.t_len = HeapTupleHeaderGetDatumLength(header);
-  ItemPointerSetInvalid(&row.t_self);
-  row.t_tableOid = InvalidOid;
-  row.t_data = header;
+  HeapTupleData row = heap_tuple_of(DatumGetHeapTupleHeader(whole_row));
   tuplestore_puttuple(result->setResult, &row);  // copies into the result's memory
   log_tool_use("lookup", name, psprintf("found (%s)", found.text));
   return (Datum)0;

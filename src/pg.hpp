@@ -66,3 +66,18 @@ extern "C" {
   static_assert(std::is_trivially_destructible_v<Type>,            \
                 #Type " lives in frames Postgres may longjmp through, " \
                 "so it must be trivially destructible")
+
+namespace idem {
+
+// A composite datum's tuple as a HeapTupleData (no table, no position), for
+// heap_getattr or a tuplestore.
+inline HeapTupleData heap_tuple_of(HeapTupleHeader header) {
+  HeapTupleData tuple;
+  tuple.t_len = HeapTupleHeaderGetDatumLength(header);
+  ItemPointerSetInvalid(&tuple.t_self);
+  tuple.t_tableOid = InvalidOid;
+  tuple.t_data = header;
+  return tuple;
+}
+
+}  // namespace idem

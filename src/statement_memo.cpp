@@ -23,6 +23,7 @@ extern "C" {
 #include "executor/executor.h"
 #include "utils/datum.h"
 #include "utils/snapmgr.h"
+#include "utils/typcache.h"
 }
 
 namespace idem {
@@ -95,6 +96,20 @@ void append_bytes(StringInfo out, const void *bytes, int length) {
   appendBinaryStringInfo(out, static_cast<const char *>(bytes), length);
 }
 
+// get_typlenbyval, without its catalog lookup for the claims' own argument
+// types (text, interval), whose storage never changes.
+void length_and_by_value(Oid type, int16 *length, bool *by_value) {
+  if (type == TEXTOID) {
+    *length = -1;
+    *by_value = false;
+  } else if (type == INTERVALOID) {
+    *length = sizeof(Interval);
+    *by_value = false;
+  } else {
+    get_typlenbyval(type, length, by_value);
+  }
+}
+
 // The function and its arguments as bytes: equal bytes, same claim. False
 // when an argument's type is unknown (a call without an expression tree).
 bool serialise_call(FunctionCallInfo fcinfo, StringInfo out) {
@@ -108,7 +123,7 @@ bool serialise_call(FunctionCallInfo fcinfo, StringInfo out) {
     Datum value = fcinfo->args[i].value;
     int16 length;
     bool by_value;
-    get_typlenbyval(type, &length, &by_value);
+    length_and_by_value(type, &length, &by_value);
     if (by_value) {
       append_bytes(out, &value, sizeof(Datum));
     } else if (length == -1) {
@@ -144,12 +159,12 @@ const MemoEntry *find(const StringInfoData &key) {
   return nullptr;
 }
 
-TimestampTz earliest_end(HeapTupleHeader claim) {
+TimestampTz earliest_end(HeapTupleData *claim, TupleDesc desc) {
   TimestampTz end = DT_NOEND;
   const int columns[] = {locked_until_column, expires_at_column};
   for (int column : columns) {
     bool is_null;
-    Datum value = GetAttributeByNum(claim, column, &is_null);
+    Datum value = heap_getattr(claim, column, desc, &is_null);
     if (!is_null && DatumGetTimestampTz(value) < end) end = DatumGetTimestampTz(value);
   }
   return end;
@@ -173,11 +188,17 @@ void remember(const StringInfoData &key, Datum answer, uint64 completions_before
   entry.key_length = key.len;
   entry.answer = datumCopy(answer, false, -1);
   MemoryContextSwitchTo(caller);
-  HeapTupleHeader claim = DatumGetHeapTupleHeader(answer);
+  // One look at the type cache for the three columns read (GetAttributeByNum
+  // would take one each).
+  HeapTupleHeader header = DatumGetHeapTupleHeader(answer);
+  HeapTupleData claim = heap_tuple_of(header);
+  TupleDesc desc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(header),
+                                          HeapTupleHeaderGetTypMod(header));
   bool fence_is_null;
-  GetAttributeByNum(claim, fence_column, &fence_is_null);
+  heap_getattr(&claim, fence_column, desc, &fence_is_null);
   entry.took_key = !fence_is_null;
-  entry.valid_until = earliest_end(claim);
+  entry.valid_until = earliest_end(&claim, desc);
+  ReleaseTupleDesc(desc);
   entry.completions = completions_before;
 }
 
