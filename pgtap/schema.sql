@@ -1,6 +1,6 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(115);
+SELECT plan(116);
 
 SELECT has_schema('idem');
 SELECT has_extension('idem');
@@ -55,17 +55,21 @@ SELECT is((SELECT array_agg(conname::text) FROM pg_constraint
 SELECT is((SELECT pg_get_constraintdef(oid) FROM pg_constraint
             WHERE conrelid = 'idem.idempotency_request'::regclass
               AND conname = 'idempotency_request_invariants'),
-  'CHECK (idem.request_invariants_hold(scope, key, request_hash, status, recovery_point, fence, attempt_count, locked_until, response_code, response_body, failure_code, failure_message, created_at, finished_at, expires_at))',
-  'the invariants constraint passes every column the rules read');
+  'CHECK (idem.request_invariants_hold(idempotency_request.*))',
+  'the invariants constraint passes the whole row (one node to read back at each write)');
 SELECT function_returns('idem', 'request_invariants_hold', ARRAY['text', 'text', 'text',
   'idem.idempotency_status', 'text', 'bigint', 'integer', 'timestamp with time zone', 'integer',
   'jsonb', 'text', 'text', 'timestamp with time zone', 'timestamp with time zone',
   'timestamp with time zone'], 'boolean');
-SELECT is((SELECT row(provolatile, proparallel, proisstrict, prosecdef)::text
-             FROM pg_proc WHERE oid = 'idem.request_invariants_hold'::regproc),
-          '(i,s,f,f)', 'request_invariants_hold is immutable, parallel safe, not strict, not a definer');
-SELECT ok(has_function_privilege('public', 'idem.request_invariants_hold'::regproc, 'EXECUTE'),
-          'PUBLIC may execute request_invariants_hold (a CHECK runs it as the writing role)');
+SELECT function_returns('idem', 'request_invariants_hold', ARRAY['idem.idempotency_request'], 'boolean');
+SELECT is((SELECT array_agg(row(provolatile, proparallel, proisstrict, prosecdef)::text)
+             FROM pg_proc WHERE proname = 'request_invariants_hold'
+              AND pronamespace = 'idem'::regnamespace),
+          ARRAY['(i,s,f,f)', '(i,s,f,f)'],
+          'both request_invariants_hold are immutable, parallel safe, not strict, not definers');
+SELECT ok(bool_and(has_function_privilege('public', p.oid, 'EXECUTE')),
+          'PUBLIC may execute request_invariants_hold (a CHECK runs it as the writing role)')
+  FROM pg_proc p WHERE p.proname = 'request_invariants_hold' AND p.pronamespace = 'idem'::regnamespace;
 SELECT has_index('idem', 'idempotency_request', 'idempotency_request_sweep_idx', ARRAY['locked_until'], 'sweeper index');
 SELECT has_index('idem', 'idempotency_request', 'idempotency_request_purge_idx', ARRAY['expires_at'], 'purger index');
 SELECT is(pg_get_expr(indpred, indrelid), '(status = ''processing''::idem.idempotency_status)', 'sweeper index covers processing rows only')

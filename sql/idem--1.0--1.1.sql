@@ -44,6 +44,19 @@ GRANT EXECUTE ON FUNCTION idem.request_invariants_hold(
     text, text, text, idem.idempotency_status, text, bigint, integer, timestamptz,
     integer, jsonb, text, text, timestamptz, timestamptz, timestamptz) TO PUBLIC;
 
+-- The CHECK constraint passes the whole row and this overload hands the
+-- columns to the function above. PostgreSQL reads a CHECK expression back
+-- from its text and plans it at every write statement: with fifteen column
+-- arguments that was 23% of a new key's instructions, with one whole-row
+-- argument 6% (src/row_check.hpp; bench/README.md, "The physical floor").
+CREATE FUNCTION idem.request_invariants_hold(request idem.idempotency_request)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idem_request_row_invariants_hold'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION idem.request_invariants_hold(idem.idempotency_request) IS
+    'The invariants of an idem.idempotency_request row, given whole: true, or error 23514 naming the rule the row breaks.';
+GRANT EXECUTE ON FUNCTION idem.request_invariants_hold(idem.idempotency_request) TO PUBLIC;
+
 -- One statement, so the table's ACCESS EXCLUSIVE lock (DROP CONSTRAINT
 -- needs it) is taken once and held only for catalog changes. NOT VALID:
 -- the thirteen constraints this statement drops guaranteed every existing
@@ -64,10 +77,8 @@ ALTER TABLE idem.idempotency_request
     DROP CONSTRAINT outcome_is_unlocked_and_dated,
     DROP CONSTRAINT success_has_response,
     DROP CONSTRAINT failure_has_code,
-    ADD CONSTRAINT idempotency_request_invariants CHECK (idem.request_invariants_hold(
-        scope, key, request_hash, status, recovery_point, fence, attempt_count,
-        locked_until, response_code, response_body, failure_code, failure_message,
-        created_at, finished_at, expires_at)) NOT VALID;
+    ADD CONSTRAINT idempotency_request_invariants
+        CHECK (idem.request_invariants_hold(idempotency_request)) NOT VALID;
 
 -- An empty table is validated at once (a fresh CREATE EXTENSION runs this
 -- too: the 1.1 base script is 1.0 plus this file), so a new install shows
@@ -222,12 +233,21 @@ CREATE TABLE idem.consumed_message (
     expires_at      timestamptz NOT NULL,
     result_ref_type text,
     result_ref_id   text,
-    PRIMARY KEY (consumer, message_id),
-    -- consumer_length, message_id_length (1 to 255 characters),
-    -- message_hash_present, expires_after_consumption (expires_at > consumed_at)
-    CONSTRAINT consumed_message_invariants CHECK (idem.consumed_message_invariants_hold(
-        consumer, message_id, message_hash, consumed_at, expires_at))
+    PRIMARY KEY (consumer, message_id)
 );
+-- The CHECK passes the whole row, as the key table's does: this overload
+-- hands the columns to the function above (src/row_check.hpp).
+CREATE FUNCTION idem.consumed_message_invariants_hold(message idem.consumed_message)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idem_consumed_message_row_invariants_hold'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION idem.consumed_message_invariants_hold(idem.consumed_message) IS
+    'The rules of an idem.consumed_message row, given whole: true, or error 23514 naming the rule the row breaks.';
+GRANT EXECUTE ON FUNCTION idem.consumed_message_invariants_hold(idem.consumed_message) TO PUBLIC;
+-- consumer_length, message_id_length (1 to 255 characters),
+-- message_hash_present, expires_after_consumption (expires_at > consumed_at)
+ALTER TABLE idem.consumed_message ADD CONSTRAINT consumed_message_invariants
+    CHECK (idem.consumed_message_invariants_hold(consumed_message));
 -- The purger's index: the oldest expirations first.
 CREATE INDEX consumed_message_expiry ON idem.consumed_message (expires_at);
 
@@ -334,14 +354,22 @@ CREATE TABLE idem.outbox_event (
     last_error      text,
     created_at      timestamptz NOT NULL,
     published_at    timestamptz,
-    CONSTRAINT outbox_event_identity UNIQUE (scope, key, event_type),
-    -- outbox_scope_length, outbox_key_length (1 to 255 characters),
-    -- outbox_event_type_present, outbox_leased_has_lease ('leased' exactly
-    -- when leased_until and lease_fence are set), outbox_published_is_dated
-    -- ('published' exactly when published_at is set)
-    CONSTRAINT outbox_event_invariants CHECK (idem.outbox_event_invariants_hold(
-        scope, key, event_type, status, leased_until, lease_fence, published_at))
+    CONSTRAINT outbox_event_identity UNIQUE (scope, key, event_type)
 );
+-- The CHECK passes the whole row (src/row_check.hpp), as the inbox's does.
+CREATE FUNCTION idem.outbox_event_invariants_hold(event idem.outbox_event)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idem_outbox_event_row_invariants_hold'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION idem.outbox_event_invariants_hold(idem.outbox_event) IS
+    'The rules of an idem.outbox_event row, given whole: true, or error 23514 naming the rule the row breaks.';
+GRANT EXECUTE ON FUNCTION idem.outbox_event_invariants_hold(idem.outbox_event) TO PUBLIC;
+-- outbox_scope_length, outbox_key_length (1 to 255 characters),
+-- outbox_event_type_present, outbox_leased_has_lease ('leased' exactly
+-- when leased_until and lease_fence are set), outbox_published_is_dated
+-- ('published' exactly when published_at is set)
+ALTER TABLE idem.outbox_event ADD CONSTRAINT outbox_event_invariants
+    CHECK (idem.outbox_event_invariants_hold(outbox_event));
 -- The relays' scan: open events in id order.
 CREATE INDEX outbox_event_open ON idem.outbox_event (id)
     WHERE status IN ('pending', 'leased');

@@ -41,9 +41,12 @@ IDEM_SQL_FUNCTION(outbox_lease, idem::outbox_lease)
 IDEM_SQL_FUNCTION(outbox_published, idem::outbox_published)
 IDEM_SQL_FUNCTION(consumed_message_invariants_hold, idem::consumed_message_invariants_hold)
 IDEM_SQL_FUNCTION(outbox_event_invariants_hold, idem::outbox_event_invariants_hold)
+IDEM_SQL_FUNCTION(consumed_message_row_invariants_hold, idem::consumed_message_row_invariants_hold)
+IDEM_SQL_FUNCTION(outbox_event_row_invariants_hold, idem::outbox_event_row_invariants_hold)
 
 // The key table's CHECK constraint (invariants.hpp).
 IDEM_SQL_FUNCTION(request_invariants_hold, idem::request_invariants_hold)
+IDEM_SQL_FUNCTION(request_row_invariants_hold, idem::request_row_invariants_hold)
 
 // idem.scope_policy's statement trigger: drops every backend's policy cache.
 IDEM_SQL_FUNCTION(scope_policy_changed, idem::scope_policy_changed)

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "errors.hpp"
+#include "row_check.hpp"
 #include "row_invariants.hpp"
 
 namespace idem {
@@ -75,7 +76,20 @@ std::optional<std::int64_t> timestamptz_arg(FunctionCallInfo fcinfo, int argno) 
   return PG_GETARG_TIMESTAMPTZ(argno);
 }
 
+// The key table's columns those arguments come from (row_check.hpp).
+const char *const invariant_columns[] = {
+    "scope",          "key",           "request_hash", "status",          "recovery_point",
+    "fence",          "attempt_count", "locked_until", "response_code",   "response_body",
+    "failure_code",   "failure_message", "created_at", "finished_at",     "expires_at"};
+static_assert(sizeof invariant_columns / sizeof invariant_columns[0] == arg_expires_at + 1,
+              "one column per argument");
+RowColumns invariant_row_columns = {invariant_columns, arg_expires_at + 1, InvalidOid, 0, {}};
+
 }  // namespace
+
+Datum request_row_invariants_hold(FunctionCallInfo fcinfo) {
+  return call_with_row_columns(fcinfo, &invariant_row_columns, request_invariants_hold);
+}
 
 Datum request_invariants_hold(FunctionCallInfo fcinfo) {
   RequestRow row;

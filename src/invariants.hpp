@@ -10,4 +10,8 @@ namespace idem {
 // the first one the row breaks. Runs inside run_guarded().
 Datum request_invariants_hold(FunctionCallInfo fcinfo);
 
+// The same rules over the whole row, idem.request_invariants_hold(
+// idem.idempotency_request): what the CHECK constraint calls (row_check.hpp).
+Datum request_row_invariants_hold(FunctionCallInfo fcinfo);
+
 }  // namespace idem

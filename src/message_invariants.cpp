@@ -6,6 +6,7 @@
 
 #include "errors.hpp"
 #include "message_arguments.hpp"
+#include "row_check.hpp"
 #include "row_invariants.hpp"
 
 namespace idem {
@@ -35,7 +36,23 @@ bool label_is(const char *label, const char *expected) {
   return label != nullptr && strcmp(label, expected) == 0;
 }
 
+// The columns the rules' arguments come from (row_check.hpp).
+const char *const consumed_message_columns[] = {"consumer", "message_id", "message_hash",
+                                                "consumed_at", "expires_at"};
+RowColumns consumed_message_row = {consumed_message_columns, 5, InvalidOid, 0, {}};
+const char *const outbox_event_columns[] = {"scope", "key", "event_type", "status",
+                                            "leased_until", "lease_fence", "published_at"};
+RowColumns outbox_event_row = {outbox_event_columns, 7, InvalidOid, 0, {}};
+
 }  // namespace
+
+Datum consumed_message_row_invariants_hold(FunctionCallInfo fcinfo) {
+  return call_with_row_columns(fcinfo, &consumed_message_row, consumed_message_invariants_hold);
+}
+
+Datum outbox_event_row_invariants_hold(FunctionCallInfo fcinfo) {
+  return call_with_row_columns(fcinfo, &outbox_event_row, outbox_event_invariants_hold);
+}
 
 // Arguments: consumer, message_id, message_hash, consumed_at, expires_at.
 Datum consumed_message_invariants_hold(FunctionCallInfo fcinfo) {

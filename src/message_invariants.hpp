@@ -19,4 +19,9 @@ Datum consumed_message_invariants_hold(FunctionCallInfo fcinfo);
 // empty, a leased event has its lease, a published one its date.
 Datum outbox_event_invariants_hold(FunctionCallInfo fcinfo);
 
+// The same rules over a whole idem.consumed_message / idem.outbox_event row:
+// what the tables' CHECK constraints call (row_check.hpp).
+Datum consumed_message_row_invariants_hold(FunctionCallInfo fcinfo);
+Datum outbox_event_row_invariants_hold(FunctionCallInfo fcinfo);
+
 }  // namespace idem

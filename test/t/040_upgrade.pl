@@ -154,11 +154,14 @@ is(sql($db, $rows_sql), $rows_before, 'every stored row is unchanged');
 is(sql($db, $replays_sql), $replays_before, 'every replay answers the same bytes');
 
 # ==== inbox: the inbox and the outbox arrive with the update and work ====
-is(sql($db, q{SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.proname)
+is(sql($db, q{SELECT string_agg(p.oid::regprocedure::text, ', '
+                                  ORDER BY p.proname, p.oid::regprocedure::text COLLATE "C")
                 FROM pg_proc p WHERE p.pronamespace = 'idem'::regnamespace
                  AND (p.proname LIKE 'outbox%' OR p.proname LIKE '%consume%')}),
 	'idem.consume_once(text,text,text,interval), '
+	. 'idem.consumed_message_invariants_hold(idem.consumed_message), '
 	. 'idem.consumed_message_invariants_hold(text,text,text,timestamp with time zone,timestamp with time zone), '
+	. 'idem.outbox_event_invariants_hold(idem.outbox_event), '
 	. 'idem.outbox_event_invariants_hold(text,text,text,idem.outbox_status,timestamp with time zone,bigint,timestamp with time zone), '
 	. 'idem.outbox_failed(bigint,bigint,text,interval), '
 	. 'idem.outbox_lease(integer,interval,text[]), idem.outbox_lease_lost(bigint,bigint,text), '
