@@ -10,6 +10,8 @@
 # WORKLOAD=replay counts a replay of a finished key instead: peers idem and
 # pkread (one bare primary-key SELECT of the stored response, the least any
 # store can do to answer a retry; bench/workloads/replay_pkread.sql).
+# WORKLOAD=inbox counts consume_once of a new message against the plain
+# inbox table's INSERT ... ON CONFLICT DO NOTHING (bench/messages/).
 # With KEEP=1 the callgrind files stay in the printed directory for
 # callgrind_annotate. To compare shapes of idem's table: IDEM_VERSION=1.0
 # installs that version of idem (its thirteen CHECK constraints), and
@@ -24,7 +26,8 @@ WORKLOAD=${WORKLOAD:-newkey}
 case $WORKLOAD in
   newkey) PEER_LIST=${*:-idem floor ref}; WHAT="new-key lifecycle" ;;
   replay) PEER_LIST=${*:-idem pkread}; WHAT="replay" ;;
-  *) echo "WORKLOAD is newkey or replay" >&2; exit 2 ;;
+  inbox) PEER_LIST=${*:-idem plain}; WHAT="new message" ;;
+  *) echo "WORKLOAD is newkey, replay or inbox" >&2; exit 2 ;;
 esac
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 
@@ -45,6 +48,12 @@ for f in bench/reference.sql bench/floor/schema.sql bench/bare/schema.sql; do
   psql -qAtX -v ON_ERROR_STOP=1 -d postgres -f "$f" >/dev/null
 done
 hash=b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c
+if [ "$WORKLOAD" = inbox ]; then
+  psql -qAtX -v ON_ERROR_STOP=1 -d postgres -c "
+    CREATE TABLE plain_inbox (
+      consumer text NOT NULL, message_id text NOT NULL, message_hash text NOT NULL,
+      consumed_at timestamptz NOT NULL, PRIMARY KEY (consumer, message_id))" >/dev/null
+fi
 if [ "$WORKLOAD" = replay ]; then
   # The finished keys the replays read: k1 .. k(N+1).
   psql -qAtX -v ON_ERROR_STOP=1 -d postgres -c "
@@ -58,6 +67,14 @@ mv "$WORK/cluster/data" "$WORK/template"
 
 script() {  # peer lifecycles -> the statements, one per line
   local peer=$1 n=$2 i
+  if [ "$WORKLOAD" = inbox ]; then
+    case $peer in
+      idem) echo "PREPARE r(text) AS SELECT idem.consume_once('new', \$1, 'h');" ;;
+      plain) echo "PREPARE r(text) AS INSERT INTO plain_inbox VALUES ('new', \$1, 'h', now()) ON CONFLICT DO NOTHING;" ;;
+    esac
+    for ((i = 1; i <= n; i++)); do echo "EXECUTE r('m$i');"; done
+    return
+  fi
   if [ "$WORKLOAD" = replay ]; then
     case $peer in
       idem) echo "PREPARE r(text) AS SELECT kind, response_code, response_body FROM idem.claim_idempotency_key('replay', \$1, '$hash');" ;;
