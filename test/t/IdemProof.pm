@@ -301,17 +301,28 @@ sub die_with_parent {
 sub fork_child {
 	my ($name, $body) = @_;
 	my $parent = $$;
-	my $pid = fork() // die "fork: $!";
-	if ($pid == 0) {
-		# The parent's handlers (PostgreSQL::Test::Cluster makes SIGTERM and
-		# SIGINT die, to run its END blocks) are not the child's: a signal
-		# must end the child, not unwind it into the test's code.
+	# The parent's handlers (PostgreSQL::Test::Cluster makes SIGTERM and
+	# SIGINT die, to run its END blocks, which stop the nodes) are not the
+	# child's: a signal must end the child, not unwind it into the test's
+	# code. The two are blocked across the fork, so one sent to a child that
+	# has not yet replaced the handlers waits, and then meets the default
+	# action (a CI run saw a relay TERMed right after its fork stop the
+	# test's node).
+	my $blocked = POSIX::SigSet->new(POSIX::SIGTERM(), POSIX::SIGINT());
+	my $mask = POSIX::SigSet->new;
+	POSIX::sigprocmask(POSIX::SIG_BLOCK(), $blocked, $mask) or die "sigprocmask: $!";
+	my $pid = fork();
+	my $fork_error = $!;
+	if (defined $pid && $pid == 0) {
 		$SIG{TERM} = $SIG{INT} = 'DEFAULT';
+		POSIX::sigprocmask(POSIX::SIG_SETMASK(), $mask);
 		die_with_parent($parent);
 		my $ok = eval { $body->(); 1 };
 		print STDERR "$name died: $@" unless $ok;
 		POSIX::_exit($ok ? 0 : 1);
 	}
+	POSIX::sigprocmask(POSIX::SIG_SETMASK(), $mask) or die "sigprocmask: $!";
+	die "fork: $fork_error" unless defined $pid;
 	return $pid;
 }
 
