@@ -67,19 +67,16 @@ mv "$WORK/cluster/data" "$WORK/template"
 
 script() {  # peer lifecycles -> the statements, one per line
   local peer=$1 n=$2 i
-  if [ "$WORKLOAD" = inbox ]; then
-    case $peer in
-      idem) echo "PREPARE r(text) AS SELECT idem.consume_once('new', \$1, 'h');" ;;
-      plain) echo "PREPARE r(text) AS INSERT INTO plain_inbox VALUES ('new', \$1, 'h', now()) ON CONFLICT DO NOTHING;" ;;
-    esac
-    for ((i = 1; i <= n; i++)); do echo "EXECUTE r('m$i');"; done
-    return
-  fi
-  if [ "$WORKLOAD" = replay ]; then
-    case $peer in
-      idem) echo "PREPARE r(text) AS SELECT kind, response_code, response_body FROM idem.claim_idempotency_key('replay', \$1, '$hash');" ;;
-      pkread) echo "PREPARE r(text) AS SELECT response_code, response_body FROM idem.idempotency_request WHERE scope = 'replay' AND key = \$1;" ;;
-    esac
+  # replay and inbox: one statement per key k1 .. kn.
+  local statement=""
+  case $WORKLOAD/$peer in
+    replay/idem) statement="SELECT kind, response_code, response_body FROM idem.claim_idempotency_key('replay', \$1, '$hash')" ;;
+    replay/pkread) statement="SELECT response_code, response_body FROM idem.idempotency_request WHERE scope = 'replay' AND key = \$1" ;;
+    inbox/idem) statement="SELECT idem.consume_once('new', \$1, 'h')" ;;
+    inbox/plain) statement="INSERT INTO plain_inbox VALUES ('new', \$1, 'h', now()) ON CONFLICT DO NOTHING" ;;
+  esac
+  if [ -n "$statement" ]; then
+    echo "PREPARE r(text) AS $statement;"
     for ((i = 1; i <= n; i++)); do echo "EXECUTE r('k$i');"; done
     return
   fi

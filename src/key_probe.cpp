@@ -52,15 +52,10 @@ Oid idem_relation(const char *name) {
   return relation;
 }
 
-// The attribute number of column `name` of `relation` (by name, so a column
-// added or dropped by a later upgrade script cannot shift what is read).
+// The attribute number of column `name` of `relation`.
 AttrNumber column_number(Relation relation, const char *name) {
-  TupleDesc descriptor = RelationGetDescr(relation);
-  for (int i = 0; i < descriptor->natts; ++i) {
-    Form_pg_attribute attribute = TupleDescAttr(descriptor, i);
-    if (!attribute->attisdropped && strcmp(NameStr(attribute->attname), name) == 0)
-      return attribute->attnum;
-  }
+  int index = attribute_index(RelationGetDescr(relation), name);
+  if (index >= 0) return static_cast<AttrNumber>(index + 1);
   throw_not_ours(
       psprintf("idem.%s has no column %s", RelationGetRelationName(relation), name));
 }

@@ -69,6 +69,17 @@ extern "C" {
 
 namespace idem {
 
+// The 0-based index of column `name` in `desc`, or -1: by name, so that a
+// column added or dropped by a later upgrade script cannot shift what idem
+// reads (key_probe.cpp, row_check.cpp).
+inline int attribute_index(TupleDesc desc, const char *name) {
+  for (int i = 0; i < desc->natts; ++i) {
+    Form_pg_attribute attribute = TupleDescAttr(desc, i);
+    if (!attribute->attisdropped && strcmp(NameStr(attribute->attname), name) == 0) return i;
+  }
+  return -1;
+}
+
 // A composite datum's tuple as a HeapTupleData (no table, no position), for
 // heap_getattr or a tuplestore.
 inline HeapTupleData heap_tuple_of(HeapTupleHeader header) {

@@ -13,18 +13,12 @@ namespace {
 
 constexpr int max_row_columns = sizeof(RowColumns::indexes) / sizeof(int);
 
-// Resolves the names in `desc` (by name, so an upgrade that adds or drops
-// a column cannot shift what the rules read).
+// Resolves the names in `desc` (attribute_index, pg.hpp).
 void resolve(RowColumns *columns, TupleDesc desc) {
   if (columns->count > max_row_columns)
     throw Error(sqlstate::internal, "a row rule reads at most 16 columns");
   for (int i = 0; i < columns->count; ++i) {
-    int found = -1;
-    for (int a = 0; a < desc->natts && found < 0; ++a) {
-      Form_pg_attribute attribute = TupleDescAttr(desc, a);
-      if (!attribute->attisdropped && strcmp(NameStr(attribute->attname), columns->names[i]) == 0)
-        found = a;
-    }
+    int found = attribute_index(desc, columns->names[i]);
     if (found < 0)
       throw Error(sqlstate::internal,
                   std::string("the row checked has no column ") + columns->names[i],

@@ -1,7 +1,7 @@
 // A table's CHECK constraint over its whole row: `CHECK (f(t))` instead of
 // `CHECK (f(t.a, t.b, ...))`. PostgreSQL reads every CHECK expression back
 // from its stored text and plans it at each write statement, and a call
-// with fifteen column arguments made that a fifth of a new key's
+// with fifteen column arguments made that 23% of a new key's
 // instructions; a whole-row argument is one node to read. The rules stay
 // in the column-argument functions, which the row functions call.
 #pragma once
