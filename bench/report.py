@@ -190,7 +190,7 @@ def main():
         ok = growth < 1024 * 1024
         verdicts.append(("memory: backend growth < 1 MB", f"{growth / 1024:+.0f} kB", ok))
         kinds_text = ", ".join(f"{k} {v:,}" for k, v in sorted(json.loads(kinds).items()))
-        out.append(f"Memory: one backend, {int(claims):,} claims (each its own transaction; {kinds_text}): "
+        out.append(f"Memory: one backend serving one pgbench client, {int(claims):,} claims (each its own transaction; {kinds_text}): "
                    f"{int(before):,} bytes before, {int(after):,} after, growth {growth:+,} bytes "
                    f"(target < 1 MB: {'yes' if ok else '**no**'}).")
         samples = read_tsv(os.path.join(args.raw, "memory_samples.tsv"))

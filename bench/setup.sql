@@ -78,70 +78,59 @@ BEGIN
 END;
 $$;
 
--- A backend's total memory across p_claims claims, each its own
--- transaction. Half the claims are of keys never seen (new_claim, then
--- mark_succeeded); the other half cycle over p_keys keys, a third of which
--- always fail retryably (so they are taken over again and again) while the
--- rest succeed once and replay from then on. The first p_warmup claims fill
--- the caches (plans, catalog) and are not counted.
-CREATE TABLE bench.memory_result (claims bigint, before_bytes bigint, after_bytes bigint,
-                                  kinds jsonb);
+-- A backend's total memory across many claims, each its own transaction,
+-- sent by one pgbench client as an application would send them (bench/run's
+-- memory cell): claim n is bench.memory_step's nth call. Half the claims are
+-- of keys never seen (new_claim, then mark_succeeded); the other half cycle
+-- over p_keys keys, a third of which always fail retryably (so they are taken
+-- over again and again) while the rest succeed once and replay from then on.
+-- The first p_warmup claims fill the caches (plans, catalog) and are not
+-- counted; from there a sample every p_every claims records the backend's
+-- total and idem.stats' counters. Not a procedure looping with COMMIT: each
+-- COMMIT there of a transaction that wrote leaves a small allocation of PostgreSQL's
+-- own in the procedure's SPI context, which the sum would count as idem's
+-- (bench/README.md, "Memory over 10 million claims in one backend").
+CREATE TABLE bench.memory_samples (claims bigint, bytes bigint, pid integer,
+                                   new_claim bigint, replay_success bigint,
+                                   retryable_failure bigint);
 
-CREATE TABLE bench.memory_samples (claims bigint, bytes bigint);
+CREATE SEQUENCE bench.memory_calls;
 
 CREATE FUNCTION bench.backend_bytes() RETURNS bigint LANGUAGE sql
 AS $$ SELECT sum(total_bytes)::bigint FROM pg_backend_memory_contexts $$;
 
-CREATE PROCEDURE bench.memory_probe(p_claims integer, p_keys integer, p_warmup integer)
+CREATE FUNCTION bench.memory_step(p_keys integer, p_warmup integer, p_every integer)
+RETURNS void
 LANGUAGE plpgsql
 AS $$
 DECLARE
+    i bigint := nextval('bench.memory_calls');
     c idem.claim;
-    before_bytes bigint;
-    after_bytes bigint;
-    counts bigint[] := array_fill(0::bigint, ARRAY[6]);
-    kinds text[] := enum_range(NULL::idem.claim_kind)::text[];
     k text;
     retry boolean;
 BEGIN
-    FOR i IN 1 .. p_warmup + p_claims LOOP
-        IF i = p_warmup + 1 THEN
-            COMMIT;
-            before_bytes := bench.backend_bytes();
-        END IF;
-        IF i % 2 = 0 THEN
-            k := 'n' || i;
-            retry := false;
+    IF i % 2 = 0 THEN
+        k := 'n' || i;
+        retry := false;
+    ELSE
+        k := 'c' || (i % p_keys);
+        retry := (i % p_keys) % 3 = 0;
+    END IF;
+    c := idem.claim_idempotency_key('memory', k, bench.hash());
+    IF c.kind IN ('new_claim', 'retryable_failure') THEN
+        IF retry THEN
+            PERFORM idem.mark_failed('memory', k, c.fence, true, 'probe');
         ELSE
-            k := 'c' || (i % p_keys);
-            retry := (i % p_keys) % 3 = 0;
+            PERFORM idem.mark_succeeded('memory', k, c.fence, 200, '{"ok": true}');
         END IF;
-        c := idem.claim_idempotency_key('memory', k, bench.hash());
-        IF c.kind IN ('new_claim', 'retryable_failure') THEN
-            IF retry THEN
-                PERFORM idem.mark_failed('memory', k, c.fence, true, 'probe');
-            ELSE
-                PERFORM idem.mark_succeeded('memory', k, c.fence, 200, '{"ok": true}');
-            END IF;
-        END IF;
-        IF i > p_warmup THEN
-            counts[array_position(kinds, c.kind::text)] := counts[array_position(kinds, c.kind::text)] + 1;
-        END IF;
-        IF i % 1000 = 0 THEN
-            COMMIT;
-        END IF;
-        IF i > p_warmup AND (i - p_warmup) % greatest(p_claims / 10, 1) = 0 THEN
-            INSERT INTO bench.memory_samples VALUES (i - p_warmup, bench.backend_bytes());
-        END IF;
-    END LOOP;
-    COMMIT;
-    -- Read before planning the INSERT below, whose own plan would count.
-    after_bytes := bench.backend_bytes();
-    INSERT INTO bench.memory_result
-    SELECT p_claims, before_bytes, after_bytes,
-           jsonb_object_agg(kinds[n], counts[n]) FILTER (WHERE counts[n] > 0)
-    FROM generate_series(1, 6) n;
-    COMMIT;
+    END IF;
+    -- idem.stats counts a claim when the call returns: this one included.
+    IF i >= p_warmup AND (i - p_warmup) % p_every = 0 THEN
+        INSERT INTO bench.memory_samples
+        SELECT i - p_warmup, bench.backend_bytes(), pg_backend_pid(),
+               s.new_claim, s.replay_success, s.retryable_failure
+        FROM idem.stats s WHERE s.datname = current_database();
+    END IF;
 END;
 $$;
 
