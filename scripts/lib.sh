@@ -60,11 +60,13 @@ run_with_heartbeat() {  # what log command...
   return $st
 }
 
-# Builds idem; a compiler warning fails the build.
-build_extension() {
-  local log
+# Builds idem for the PostgreSQL of the given pg_config (the host's by
+# default; bench/run --major passes a chroot's); a compiler warning fails
+# the build.
+build_extension() {  # [pg_config]
+  local pgc=${1:-$HOST_PG_CONFIG} log
   log=$(mktemp)
-  if ! make -s -j2 PG_CONFIG="$HOST_PG_CONFIG" all >"$log" 2>&1; then cat "$log"; rm -f "$log"; return 1; fi
+  if ! make -s -j2 PG_CONFIG="$pgc" all >"$log" 2>&1; then cat "$log"; rm -f "$log"; return 1; fi
   if grep -E 'warning:' "$log"; then echo "build printed warnings" >&2; rm -f "$log"; return 1; fi
   rm -f "$log"
 }
