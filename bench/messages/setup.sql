@@ -17,7 +17,6 @@ TRUNCATE idem.consumed_message, idem.outbox_event;
 SELECT count(idem.consume_once('replay', g::text, 'h')) FROM generate_series(1, 100000) g;
 INSERT INTO plain_inbox SELECT 'replay', g::text, 'h', now() FROM generate_series(1, 100000) g;
 
-
 -- The same-invariants queue: what a careful user writes by hand to get what
 -- idem's outbox guarantees (bench/README.md, "1.1: the outbox against a queue
 -- with its guarantees"): one event per key, a put that takes a per-aggregate
@@ -42,7 +41,7 @@ CREATE INDEX ordered_queue_published ON ordered_queue (published_at) WHERE statu
 -- (kept for their retention), with statistics that say so. An outbox
 -- truncated and analyzed while empty gives the planner "no rows": a relay's
 -- kept lease plan is then a sequential scan until autovacuum analyzes the
--- table again, a minute or more into the cell (docs/operating.md, "Outbox").
+-- table again, a minute or more into the cell (docs/operating.md, "Outbox statistics after a TRUNCATE").
 INSERT INTO idem.outbox_event (scope, key, event_type, payload, aggregate_type, aggregate_id,
     delivery_key, status, available_at, created_at, published_at)
 SELECT 'old', g::text, 'evt', '{"amount": 1}', 'agg', (g % 1000)::text,
