@@ -1,19 +1,23 @@
-# idem.bind_lock_to_session = on, measured: when the owning session ends —
-# its client killed with kill -9, its connection closed, its backend
-# terminated, or the whole server crashed — a twin's claim_or_wait takes the
-# key over as processing_stale within a second, although the owner's lock
-# (idem.lock_timeout, 5 minutes) is far from over. The times are printed.
+# idem.bind_lock_to_session = on: when the owning session ends — its client
+# killed with kill -9, its connection closed, its backend terminated, or the
+# whole server crashed — a twin's claim_or_wait takes the key over as
+# processing_stale at once, although the owner's lock (idem.lock_timeout,
+# here an hour) is far from over and the twin would wait an hour: an answer
+# before the test's deadline was brought by the session's end (IdemWait.pm).
+# The times are printed, not asserted.
 use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemWait qw(start_waiting_node connect_db start_wait answer_of wait_until_waiting);
+use IdemWait qw(start_waiting_node connect_db start_wait answer_of wait_until_waiting
+  NO_END_BEFORE_DEADLINE);
 use IdemProof qw(fork_child);
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $node = start_waiting_node('session_binding', "restart_after_crash = on\n");
+my $node = start_waiting_node('session_binding',
+	"restart_after_crash = on\nidem.lock_timeout = '" . NO_END_BEFORE_DEADLINE . "'\n");
 
 # A bound owner of the key: its handle and its backend's pid.
 sub bound_owner {
@@ -32,7 +36,7 @@ my $monitor = connect_db($node);
 sub waiting_twin {
 	my ($key) = @_;
 	my $dbh = connect_db($node);
-	my $sth = start_wait($dbh, 'bind', $key, '60 seconds');
+	my $sth = start_wait($dbh, 'bind', $key, NO_END_BEFORE_DEADLINE);
 	wait_until_waiting($monitor, $dbh->{pg_pid});
 	return ($dbh, $sth);
 }
@@ -45,7 +49,7 @@ sub takeover_time {
 	$end->();
 	my $row = answer_of($sth);
 	my $seconds = time() - $ended;
-	is($row->[0], 'processing_stale', "$key: the twin takes the key over");
+	is($row->[0], 'processing_stale', "$key: the twin takes the key over at once, not after an hour");
 	$twin->disconnect;
 	return $seconds;
 }
@@ -111,32 +115,27 @@ is($takeovers, 3, 'session-bound takeovers are counted');
 	$monitor->disconnect;
 	my $killed = time();
 	kill 'KILL', $pid;
-	my ($dbh, $kind);
+	# A connection made before the postmaster began its crash reset is
+	# ended by it: such a try is made again, within the deadline.
+	my ($row, $up);
 	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-	my $up;
-	until (defined $kind) {
+	until ($row) {
 		die 'the server did not come back' if time() > $deadline;
-		$dbh = eval { connect_db($node) };
+		my $dbh = eval { connect_db($node) };
 		if (!$dbh) { Time::HiRes::sleep(0.01); next; }
 		$up //= time();
-		($kind) = eval {
-			$dbh->selectrow_array(
-				q{SELECT kind FROM idem.claim_or_wait('bind', 'crash', 'h', '60 seconds')});
-		};
+		$row = eval { answer_of(start_wait($dbh, 'bind', 'crash', NO_END_BEFORE_DEADLINE)) };
+		$dbh->disconnect;
 	}
 	my $answered = time();
-	is($kind, 'processing_stale', 'after a crash restart the bound key is taken over at once');
+	is($row->[0], 'processing_stale', 'after a crash restart the bound key is taken over at once');
 	$times{'server crash (from accepting connections again)'} = $answered - $up;
 	diag(sprintf('server crash: %.3f s from kill -9 to the answer, of which restart %.3f s',
 			$answered - $killed, $up - $killed));
-	$dbh->disconnect;
 	$monitor = connect_db($node);
 }
 
-for my $case (sort keys %times) {
-	diag(sprintf('takeover after %s: %.3f s', $case, $times{$case}));
-	cmp_ok($times{$case}, '<', 1, "takeover within 1 s after $case");
-}
+diag(sprintf('takeover after %s: %.3f s', $_, $times{$_})) for sort keys %times;
 
 $monitor->disconnect;
 $node->stop;

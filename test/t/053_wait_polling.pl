@@ -1,12 +1,14 @@
 # idem.claim_or_wait where no commit can wake a waiter, so it polls (10 ms,
 # doubling to 1 s): without shared_preload_libraries, and on a hot standby
 # (where the outcome arrives by replication). Either way the waiter answers
-# the owner's outcome, within the longest poll interval after it is visible.
+# the owner's outcome although its own wait and the owner's lock last an
+# hour: only its polls can have seen the outcome (IdemWait.pm). How soon
+# after the outcome it answered is printed, not asserted.
 use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemWait qw(start_waiting_node connect_db start_wait answer_of);
+use IdemWait qw(start_waiting_node connect_db start_wait answer_of NO_END_BEFORE_DEADLINE);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -26,10 +28,11 @@ sub wait_until_polling {
 sub answer_after_outcome {
 	my ($primary, $reader, $key, $visible) = @_;
 	my ($fence) = split /\n/, $primary->safe_psql('postgres',
-		qq{SELECT fence FROM idem.claim_idempotency_key('poll', '$key', 'h')});
+		qq{SELECT fence FROM idem.claim_idempotency_key('poll', '$key', 'h', NULL, '}
+		  . NO_END_BEFORE_DEADLINE . q{')});
 	$visible->() if $visible;
 	my $twin = connect_db($reader);
-	my $sth = start_wait($twin, 'poll', $key, '60 seconds');
+	my $sth = start_wait($twin, 'poll', $key, NO_END_BEFORE_DEADLINE);
 	wait_until_polling($reader, $twin->{pg_pid});
 	my $sent = time();
 	$primary->safe_psql('postgres',
@@ -46,9 +49,9 @@ $plain->init;
 $plain->start;
 $plain->safe_psql('postgres', 'CREATE EXTENSION idem');
 my ($row, $late) = answer_after_outcome($plain, $plain, 'plain');
-is_deeply([ @$row[0, 3] ], [ 'replay_success', 201 ], 'without the preload the waiter polls to the answer');
+is_deeply([ @$row[0, 3] ], [ 'replay_success', 201 ],
+	'without the preload the waiter polls to the answer before its hour ran out');
 diag(sprintf('no preload: answered %.3f s after mark_succeeded was sent', $late));
-cmp_ok($late, '<', 1.5, 'within the longest poll interval');
 $plain->stop;
 
 # --- A hot standby: the outcome arrives by replication.
@@ -59,9 +62,9 @@ $standby->init_from_backup($primary, 'backup', has_streaming => 1);
 $standby->start;
 my $caught_up = sub { $primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert')) };
 ($row, $late) = answer_after_outcome($primary, $standby, 'standby', $caught_up);
-is_deeply([ @$row[0, 3] ], [ 'replay_success', 201 ], 'on a standby the waiter polls to the replicated answer');
+is_deeply([ @$row[0, 3] ], [ 'replay_success', 201 ],
+	'on a standby the waiter polls to the replicated answer before its hour ran out');
 diag(sprintf('hot standby: answered %.3f s after mark_succeeded was sent on the primary', $late));
-cmp_ok($late, '<', 2, 'within replication and the longest poll interval');
 is($standby->safe_psql('postgres',
 		'SELECT polling_fallbacks >= 1 FROM idem.stats WHERE datname = current_database()'),
 	't', 'the standby counts the polling fallback');
