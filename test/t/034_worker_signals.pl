@@ -9,9 +9,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 use FindBin;
 use lib $FindBin::RealBin;
+use IdemProof qw(poll_until);
 use IdemWorkerTest qw(expired_outcomes_sql reload_and_wait wait_for_log_match);
 
 my $node = PostgreSQL::Test::Cluster->new('worker_signals');
@@ -105,7 +106,7 @@ FROM idem.worker_status WHERE database = 'postgres'}),
 my $pid = worker_pid();
 my $signalled = time;
 kill 'TERM', $pid;
-usleep(5_000) while kill(0, $pid) && time - $signalled < $PostgreSQL::Test::Utils::timeout_default;
+poll_until('the worker to exit after SIGTERM', sub { !kill(0, $pid) }, 0.005);
 my $exited = time - $signalled;
 my $left = $node->safe_psql('postgres', 'SELECT count(*) FROM idem.idempotency_request');
 note sprintf('worker exited %.3f s after SIGTERM with %d rows still to purge', $exited, $left);

@@ -6,9 +6,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 use FindBin;
 use lib $FindBin::RealBin;
+use IdemProof qw(poll_until);
 use IdemWorkerTest qw(expired_outcomes_sql wait_for_log_match wait_for_round_ends);
 
 my $node = PostgreSQL::Test::Cluster->new('worker_pacing');
@@ -96,7 +97,7 @@ my $pid = $node->safe_psql('postgres',
 	q{SELECT pid FROM idem.worker_status WHERE database = 'postgres'});
 my $signalled = time;
 kill 'TERM', $pid;
-usleep(5_000) while kill(0, $pid) && time - $signalled < $PostgreSQL::Test::Utils::timeout_default;
+poll_until('the pausing worker to exit after SIGTERM', sub { !kill(0, $pid) }, 0.005);
 my $exited = time - $signalled;
 ok(!kill(0, $pid), 'SIGTERM ended the pausing worker');
 # Its pause of a minute began before the 900 rows showed: waited out, it

@@ -19,6 +19,7 @@ use DBI;
 use DBD::Pg qw(:async);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use IdemProof qw(poll_until);
 use Scalar::Util qw(weaken);
 use Time::HiRes qw(time);
 
@@ -69,14 +70,9 @@ sub start_wait {
 # error) ready; false if the default deadline passed first.
 sub answered_before_deadline {
 	my ($dbh) = @_;
-	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
 	# pg_ready is 0 while the statement runs; it is anything else (or it
 	# raises) once the statement is answered or its backend is gone.
-	while ((eval { $dbh->pg_ready } // 1) == 0) {
-		return 0 if time() > $deadline;
-		Time::HiRes::sleep(0.001);
-	}
-	return 1;
+	return poll_until('a wait\'s answer', sub { (eval { $dbh->pg_ready } // 1) != 0 }, 0.001) ? 1 : 0;
 }
 
 # The answer row of a statement start_wait sent; dies if it has not come by
