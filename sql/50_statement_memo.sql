@@ -31,15 +31,20 @@ SELECT memo_new_claims() - :before AS new_claims_counted;
 SELECT count(*) AS rows_processing FROM idem.idempotency_request
  WHERE scope = 'memo' AND key LIKE 'many-%' AND status = 'processing' AND attempt_count = 1;
 
--- Keys repeated across the rows of one statement: one claim per key, and
--- every row of a key has that claim's answer.
+-- Keys repeated across the rows of one statement: each row is a claim of
+-- its own (one answer per row). The first row of a key takes it, with the
+-- stored fence; the later rows find it taken by this transaction
+-- (processing_active, no fence), as separate statements would.
 SELECT memo_new_claims() AS before \gset
 CREATE TEMP TABLE repeated AS
   SELECT 'rep-' || (i % 3) AS key, (idem.claim_idempotency_key('memo', 'rep-' || (i % 3), 'h')).*
     FROM generate_series(1, 12) i;
 SELECT memo_new_claims() - :before AS new_claims_counted;
-SELECT count(DISTINCT c.key) AS keys, count(*) AS rows, bool_and(c.kind = 'new_claim') AS all_new,
-       bool_and(c.fence = r.fence) AS every_row_the_stored_fence
+SELECT count(DISTINCT c.key) AS keys, count(*) AS rows,
+       count(*) FILTER (WHERE c.kind = 'new_claim') AS new_rows,
+       bool_and(c.fence = r.fence) FILTER (WHERE c.kind = 'new_claim') AS new_rows_the_stored_fence,
+       bool_and(c.kind = 'processing_active' AND c.fence IS NULL)
+         FILTER (WHERE c.kind <> 'new_claim') AS later_rows_taken
   FROM repeated c JOIN idem.idempotency_request r ON r.scope = 'memo' AND r.key = c.key;
 
 -- A replay through (claim).*: the stored response in every column.

@@ -138,30 +138,27 @@ COMMENT ON FUNCTION idem.retry_after(text, idem.claim) IS
 -- key will carry it: send this answer's response_body (as text) the first
 -- time, and every replay is the same bytes. kind is what a claim of the key
 -- now answers (replay_success, final_failure, or retryable_failure, which a
--- retry takes over); fence is NULL: this call grants nothing.
+-- retry takes over); fence is NULL: this call grants nothing. C, so that
+-- (f(...)).* marks once per row, as (claim(...)).* claims once
+-- (src/statement_memo.hpp); the answer is idem.stored_answer's.
 CREATE FUNCTION idem.mark_succeeded_returning(scope text, key text, fence bigint,
     response_code integer, response_body jsonb DEFAULT NULL,
     result_ref_type text DEFAULT NULL, result_ref_id text DEFAULT NULL)
 RETURNS idem.claim
-LANGUAGE sql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT idem.mark_succeeded($1, $2, $3, $4, $5, $6, $7);
-  SELECT idem.stored_answer($1, $2);
-$$;
+AS 'MODULE_PATHNAME', 'idem_mark_succeeded_returning'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION idem.mark_failed_returning(scope text, key text, fence bigint,
     retryable boolean, failure_code text, failure_message text DEFAULT NULL,
     response_code integer DEFAULT NULL, response_body jsonb DEFAULT NULL)
 RETURNS idem.claim
-LANGUAGE sql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT idem.mark_failed($1, $2, $3, $4, $5, $6, $7, $8);
-  SELECT idem.stored_answer($1, $2);
-$$;
+AS 'MODULE_PATHNAME', 'idem_mark_failed_returning'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
 
--- The completed row as the claim type; for the two functions above only.
+-- The completed row as the claim type; for the two functions above only
+-- (src/marked_answer.cpp).
 CREATE FUNCTION idem.stored_answer(scope text, key text)
 RETURNS idem.claim
 LANGUAGE sql VOLATILE SECURITY DEFINER

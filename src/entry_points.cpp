@@ -32,6 +32,8 @@ IDEM_SQL_FUNCTION(extend_lock, idem::extend_lock)
 IDEM_SQL_FUNCTION(request_hash_jsonb, idem::request_hash_jsonb)
 IDEM_SQL_FUNCTION(request_hash_bytea, idem::request_hash_bytea)
 IDEM_SQL_FUNCTION(typical_duration, idem::typical_duration)
+IDEM_SQL_FUNCTION(mark_succeeded_returning, idem::mark_succeeded_returning_once)
+IDEM_SQL_FUNCTION(mark_failed_returning, idem::mark_failed_returning_once)
 
 // The inbox and the outbox (inbox.hpp, outbox.hpp).
 IDEM_SQL_FUNCTION(consume_once, idem::consume_once)

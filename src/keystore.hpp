@@ -14,5 +14,7 @@ Datum purge_expired(FunctionCallInfo fcinfo);
 Datum sweep_stale(FunctionCallInfo fcinfo);
 Datum claim_or_wait(FunctionCallInfo fcinfo);  // claim_or_wait.cpp
 Datum extend_lock(FunctionCallInfo fcinfo);    // outcome.cpp
+Datum mark_succeeded_returning(FunctionCallInfo fcinfo);  // marked_answer.cpp
+Datum mark_failed_returning(FunctionCallInfo fcinfo);
 
 }  // namespace idem

@@ -3,6 +3,7 @@
 #include "maintenance.hpp"
 
 #include "arguments.hpp"
+#include "backend_writes.hpp"
 #include "errors.hpp"
 #include "keystore.hpp"
 #include "message_maintenance.hpp"
@@ -48,6 +49,7 @@ uint64 purge_batch(SpiSession *session, Datum *params) {
   }
   uint64 found = spi_run(session, Statement::purge_candidates, params, nullptr);
   CommandId command = GetCurrentCommandId(true);
+  backend_writes::note();
   uint64 deleted = 0;
   for (uint64 i = 0; i < found; ++i) {
     ItemPointerData tid = spi_item_pointer(session, i, 1);

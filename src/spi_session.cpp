@@ -3,6 +3,7 @@
 #define IDEM_SPI_SESSION_IMPLEMENTATION 1
 #include "spi_session.hpp"
 
+#include "backend_writes.hpp"
 #include "errors.hpp"
 
 extern "C" {
@@ -47,6 +48,7 @@ void spi_connect(SpiSession *session) {
 uint64 spi_run(SpiSession *session, Statement statement, Datum *values, const char *nulls) {
   if (!session->connected) throw_misuse("a statement run after spi_finish");
   KeptStatement kept = kept_statement(statement);
+  backend_writes::note();
   int code = SPI_execute_plan(kept.plan, values, nulls, false, 0);
   if (code != kept.expected_result) throw_spi_failure("SPI_execute_plan", code);
   return SPI_processed;

@@ -1,116 +1,161 @@
-// The per-statement memo of claims (statement_memo.hpp). How "the same
-// statement" is recognised, and why that is sound, is in docs/internals.md,
-// "A claim within one statement"; in short:
-//   - the memo lives in a child of TopTransactionContext, so it dies with the
-//     transaction (a reset callback forgets it): no answer crosses transactions;
-//   - the statement is identified by the subtransaction, the statement start
-//     time and the command id of the snapshot the calling statement runs
-//     with. Calls within one statement see the same three (idem's own SPI
-//     statements push and pop snapshots of their own); a later statement of
-//     the same transaction that follows any write (a claim that took a key is
-//     one) runs with a later command id;
-//   - an answer that did not take the key (replay, processing_active) is
-//     reused only while nothing it depends on can have changed: no
-//     transaction has completed since (the snapshot's completion count) and
-//     neither its lock nor its expiry has run out. So a PL/pgSQL loop that
-//     claims until a twin finishes, in one statement with no write between
-//     its claims, still sees the twin finish.
+// One answer per row (statement_memo.hpp has the rule; docs/internals.md,
+// "A claim within one statement", why it is sound). How each part of the
+// rule is checked:
+//   - the row: the memo is bound to the memory context the calls run in
+//     (CurrentMemoryContext, the executor's per-row context or PL/pgSQL's
+//     per-statement one) by a reset callback registered on it, which unbinds
+//     the memo when that context is reset or deleted;
+//   - nothing written since: backend_writes::current(), the command id and
+//     the subtransaction id, recorded when the answers were made;
+//   - the calling expression: its FmgrInfo's fn_extra keeps the generation of
+//     the last answer it took; answers are numbered in the order made;
+//   - the transaction: the memo's context is a child of TopTransactionContext,
+//     whose reset callback forgets the memo when the transaction ends.
 #include "statement_memo.hpp"
 
+#include "backend_writes.hpp"
 #include "keystore.hpp"
 
 extern "C" {
-#include "executor/executor.h"
 #include "utils/datum.h"
-#include "utils/snapmgr.h"
-#include "utils/typcache.h"
 }
 
 namespace idem {
 
 namespace {
 
-// A statement rarely makes more than a few different claims twice; past
-// this, the oldest is forgotten (and a repeat of it claims again).
-constexpr int memo_capacity = 8;
-
-// idem.claim's columns read here (1-based).
-constexpr int fence_column = 2;
-constexpr int locked_until_column = 11;
-constexpr int expires_at_column = 12;
+// A row rarely holds more than one answer ((f(...)).*), or a few when it
+// interleaves the columns of different calls; past this, the oldest is
+// forgotten, and a repeat of it calls again.
+constexpr int memo_capacity = 4;
 
 struct MemoEntry {
   Size key_length;
-  char *key;  // the function and its arguments, serialised (serialise_call)
-  Datum answer;
-  bool took_key;             // the answer granted ownership (it has a fence)
-  TimestampTz valid_until;   // for the others: the earlier of lock and expiry
-  uint64 completions;        // for the others: transactions completed before it
+  char *key;         // the function and its arguments, serialised (serialise_call)
+  Datum answer;      // an idem.claim
+  uint64 generation; // answers are numbered in the order they were made
 };
 
 struct Memo {
-  MemoryContext context;  // null when there is no memo (a new transaction)
+  MemoryContext context;      // null when there is no memo (a new transaction)
+  MemoryContext row;          // the row the answers belong to; null once it ended
+  uint64 row_watch;           // the number of the reset callback watching it
   SubTransactionId subtransaction;
-  TimestampTz statement_start;
+  std::uint64_t writes;       // backend_writes::current() when the answers were made
   CommandId command;
   int used;
   int next;
   MemoEntry entries[memo_capacity];
 };
 
+// What one calling expression (one FmgrInfo) last took from the memo.
+struct CallSite {
+  uint64 taken;  // the generation of its last answer, 0 for none
+};
+
+// The reset callback of a row's memory context, allocated in that context.
+struct RowWatch {
+  MemoryContextCallback callback;
+  uint64 number;
+};
+
 Memo memo = {};
+uint64 last_generation = 0;
+uint64 last_row_watch = 0;
 
-MemoryContextCallback forget_on_reset;
-
-void forget_memo(void *) { memo.context = nullptr; }
-
-// The calling statement's identity; false when it has none (no snapshot).
-bool statement_identity(SubTransactionId *subtransaction, TimestampTz *start, CommandId *command) {
-  if (!ActiveSnapshotSet()) return false;
-  *subtransaction = GetCurrentSubTransactionId();
-  *start = GetCurrentStatementStartTimestamp();
-  *command = GetActiveSnapshot()->curcid;
-  return true;
+// The transaction's end (its TopTransactionContext reset or deleted) takes
+// the memo's context with it.
+void forget_memo(void *) {
+  memo.context = nullptr;
+  memo.used = 0;
 }
 
-// The memo of this statement, emptied if it was another statement's.
-void enter_statement(SubTransactionId subtransaction, TimestampTz start, CommandId command) {
-  if (memo.context != nullptr && memo.subtransaction == subtransaction &&
-      memo.statement_start == start && memo.command == command)
-    return;
-  // The previous statement's memo goes (its callback clears memo.context).
-  if (memo.context != nullptr) MemoryContextDelete(memo.context);
-  memo.context = AllocSetContextCreate(TopTransactionContext, "idem statement memo",
-                                       ALLOCSET_SMALL_SIZES);
-  forget_on_reset.func = forget_memo;
-  forget_on_reset.arg = nullptr;
-  MemoryContextRegisterResetCallback(memo.context, &forget_on_reset);
-  memo.subtransaction = subtransaction;
-  memo.statement_start = start;
-  memo.command = command;
+// A context that is reset or deleted calls back here; only the watch of
+// the current row unbinds it (an older row's watch may fire much later).
+void row_ended(void *arg) {
+  const RowWatch *watch = static_cast<const RowWatch *>(arg);
+  if (watch->number == memo.row_watch) memo.row = nullptr;
+}
+
+// Drops every answer, keeping the context's first block for the next ones.
+void forget_answers() {
+  if (memo.used > 0) MemoryContextReset(memo.context);
   memo.used = 0;
   memo.next = 0;
+}
+
+// True when the memo's answers still belong to this call's row and nothing
+// was written since they were made.
+bool answers_current() {
+  return memo.context != nullptr && memo.used > 0 && memo.row == CurrentMemoryContext &&
+         memo.subtransaction == GetCurrentSubTransactionId() &&
+         memo.writes == backend_writes::current() &&
+         memo.command == GetCurrentCommandId(false);
+}
+
+// Binds the memo to the row this call runs in; forgets the answers of any
+// other row.
+void enter_row() {
+  if (memo.context == nullptr) {
+    // The callback is on the parent, not on the memo's context, which is
+    // reset at every new row (a reset calls back too).
+    MemoryContextCallback *at_end = static_cast<MemoryContextCallback *>(
+        MemoryContextAlloc(TopTransactionContext, sizeof(MemoryContextCallback)));
+    at_end->func = forget_memo;
+    at_end->arg = nullptr;
+    MemoryContextRegisterResetCallback(TopTransactionContext, at_end);
+    memo.context = AllocSetContextCreate(TopTransactionContext, "idem claim memo",
+                                         ALLOCSET_SMALL_SIZES);
+    memo.used = 0;
+    memo.next = 0;
+  }
+  if (memo.row == CurrentMemoryContext) return;
+  forget_answers();
+  // Allocated in the row's context: freed with it, after calling back.
+  RowWatch *watch = static_cast<RowWatch *>(palloc(sizeof(RowWatch)));
+  watch->number = ++last_row_watch;
+  watch->callback.func = row_ended;
+  watch->callback.arg = watch;
+  MemoryContextRegisterResetCallback(CurrentMemoryContext, &watch->callback);
+  memo.row = CurrentMemoryContext;
+  memo.row_watch = watch->number;
+}
+
+CallSite *call_site(FmgrInfo *flinfo) {
+  if (flinfo->fn_extra == nullptr)
+    flinfo->fn_extra = MemoryContextAllocZero(flinfo->fn_mcxt, sizeof(CallSite));
+  return static_cast<CallSite *>(flinfo->fn_extra);
 }
 
 void append_bytes(StringInfo out, const void *bytes, int length) {
   appendBinaryStringInfo(out, static_cast<const char *>(bytes), length);
 }
 
-// get_typlenbyval, without its catalog lookup for the claims' own argument
-// types (text, interval), whose storage never changes.
+// get_typlenbyval, without its catalog lookup for the types of the
+// functions' own arguments, whose storage never changes.
 void length_and_by_value(Oid type, int16 *length, bool *by_value) {
-  if (type == TEXTOID) {
-    *length = -1;
-    *by_value = false;
-  } else if (type == INTERVALOID) {
-    *length = sizeof(Interval);
-    *by_value = false;
-  } else {
-    get_typlenbyval(type, length, by_value);
+  switch (type) {
+    case TEXTOID:
+    case JSONBOID:
+      *length = -1;
+      *by_value = false;
+      return;
+    case INTERVALOID:
+      *length = sizeof(Interval);
+      *by_value = false;
+      return;
+    case INT8OID:
+    case INT4OID:
+    case BOOLOID:
+      *length = type == INT8OID ? 8 : type == INT4OID ? 4 : 1;
+      *by_value = true;
+      return;
+    default:
+      get_typlenbyval(type, length, by_value);
   }
 }
 
-// The function and its arguments as bytes: equal bytes, same claim. False
+// The function and its arguments as bytes: equal bytes, same call. False
 // when an argument's type is unknown (a call without an expression tree).
 bool serialise_call(FunctionCallInfo fcinfo, StringInfo out) {
   append_bytes(out, &fcinfo->flinfo->fn_oid, sizeof(Oid));
@@ -135,100 +180,96 @@ bool serialise_call(FunctionCallInfo fcinfo, StringInfo out) {
     } else if (length > 0) {
       append_bytes(out, DatumGetPointer(value), length);
     } else {
-      return false;  // cstring: no claim takes one
+      return false;  // cstring: no memoised function takes one
     }
   }
   return true;
 }
 
-uint64 completed_transactions() { return GetLatestSnapshot()->snapXactCompletionCount; }
-
-bool still_valid(const MemoEntry &entry) {
-  if (entry.took_key) return true;
-  return GetCurrentTimestamp() < entry.valid_until &&
-         completed_transactions() == entry.completions;
+bool same_key(const MemoEntry &entry, const StringInfoData &key) {
+  return entry.key_length == static_cast<Size>(key.len) &&
+         memcmp(entry.key, key.data, key.len) == 0;
 }
 
 const MemoEntry *find(const StringInfoData &key) {
-  for (int i = 0; i < memo.used; ++i) {
-    const MemoEntry &entry = memo.entries[i];
-    if (entry.key_length == static_cast<Size>(key.len) &&
-        memcmp(entry.key, key.data, key.len) == 0)
-      return still_valid(entry) ? &entry : nullptr;
-  }
+  for (int i = 0; i < memo.used; ++i)
+    if (same_key(memo.entries[i], key)) return &memo.entries[i];
   return nullptr;
 }
 
-TimestampTz earliest_end(HeapTupleData *claim, TupleDesc desc) {
-  TimestampTz end = DT_NOEND;
-  const int columns[] = {locked_until_column, expires_at_column};
-  for (int column : columns) {
-    bool is_null;
-    Datum value = heap_getattr(claim, column, desc, &is_null);
-    if (!is_null && DatumGetTimestampTz(value) < end) end = DatumGetTimestampTz(value);
-  }
-  return end;
-}
-
-void remember(const StringInfoData &key, Datum answer, uint64 completions_before) {
-  // Replace the entry of this key if a stale one is there, else the oldest.
+// Keeps the answer a call just made, for the other columns of its row, and
+// returns its generation. Earlier answers go if anything was written since
+// they were made, this call's own writes included.
+uint64 remember(const StringInfoData &key, Datum answer) {
+  enter_row();  // again: the call may have run another memoised call (a trigger)
+  if (memo.writes != backend_writes::current() ||
+      memo.subtransaction != GetCurrentSubTransactionId() ||
+      memo.command != GetCurrentCommandId(false))
+    forget_answers();
   int slot = -1;
   for (int i = 0; i < memo.used && slot < 0; ++i)
-    if (memo.entries[i].key_length == static_cast<Size>(key.len) &&
-        memcmp(memo.entries[i].key, key.data, key.len) == 0)
-      slot = i;
+    if (same_key(memo.entries[i], key)) slot = i;
+  bool occupied = slot >= 0;
   if (slot < 0) {
-    slot = memo.used < memo_capacity ? memo.used++ : memo.next;
+    occupied = memo.used == memo_capacity;
+    slot = occupied ? memo.next : memo.used++;
     memo.next = (slot + 1) % memo_capacity;
   }
   MemoEntry &entry = memo.entries[slot];
+  if (occupied) {
+    pfree(entry.key);
+    pfree(DatumGetPointer(entry.answer));
+  }
   MemoryContext caller = MemoryContextSwitchTo(memo.context);
   entry.key = static_cast<char *>(palloc(key.len));
   memcpy(entry.key, key.data, key.len);
   entry.key_length = key.len;
   entry.answer = datumCopy(answer, false, -1);
   MemoryContextSwitchTo(caller);
-  // One look at the type cache for the three columns read (GetAttributeByNum
-  // would take one each).
-  HeapTupleHeader header = DatumGetHeapTupleHeader(answer);
-  HeapTupleData claim = heap_tuple_of(header);
-  TupleDesc desc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(header),
-                                          HeapTupleHeaderGetTypMod(header));
-  bool fence_is_null;
-  heap_getattr(&claim, fence_column, desc, &fence_is_null);
-  entry.took_key = !fence_is_null;
-  entry.valid_until = earliest_end(&claim, desc);
-  ReleaseTupleDesc(desc);
-  entry.completions = completions_before;
+  entry.generation = ++last_generation;
+  memo.subtransaction = GetCurrentSubTransactionId();
+  memo.writes = backend_writes::current();
+  memo.command = GetCurrentCommandId(false);
+  return entry.generation;
 }
 
 }  // namespace
 
-Datum once_per_statement(FunctionCallInfo fcinfo, Datum (*claim)(FunctionCallInfo)) {
-  SubTransactionId subtransaction;
-  TimestampTz start;
-  CommandId command;
-  if (!statement_identity(&subtransaction, &start, &command)) return claim(fcinfo);
+Datum once_per_row(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo)) {
+  if (fcinfo->flinfo == nullptr) return body(fcinfo);
   StringInfoData key;
   initStringInfo(&key);
-  if (!serialise_call(fcinfo, &key)) return claim(fcinfo);
-  enter_statement(subtransaction, start, command);
-  if (const MemoEntry *entry = find(key)) return datumCopy(entry->answer, false, -1);
-  // Counted before the claim: a transaction completing during it makes the
-  // answer out of date at once.
-  uint64 completions_before = completed_transactions();
-  Datum answer = claim(fcinfo);
-  // The claim may have raised; it returned, so the memo is still this statement's.
-  remember(key, answer, completions_before);
+  if (!serialise_call(fcinfo, &key)) return body(fcinfo);
+  CallSite *site = call_site(fcinfo->flinfo);
+  if (answers_current()) {
+    const MemoEntry *entry = find(key);
+    if (entry != nullptr && entry->generation > site->taken) {
+      site->taken = entry->generation;
+      pfree(key.data);
+      return datumCopy(entry->answer, false, -1);
+    }
+  }
+  Datum answer = body(fcinfo);
+  // body returned: errors are never remembered.
+  site->taken = remember(key, answer);
+  pfree(key.data);
   return answer;
 }
 
 Datum claim_idempotency_key_once(FunctionCallInfo fcinfo) {
-  return once_per_statement(fcinfo, claim_idempotency_key);
+  return once_per_row(fcinfo, claim_idempotency_key);
 }
 
 Datum claim_or_wait_once(FunctionCallInfo fcinfo) {
-  return once_per_statement(fcinfo, claim_or_wait);
+  return once_per_row(fcinfo, claim_or_wait);
+}
+
+Datum mark_succeeded_returning_once(FunctionCallInfo fcinfo) {
+  return once_per_row(fcinfo, mark_succeeded_returning);
+}
+
+Datum mark_failed_returning_once(FunctionCallInfo fcinfo) {
+  return once_per_row(fcinfo, mark_failed_returning);
 }
 
 }  // namespace idem

@@ -413,11 +413,13 @@ const StatementSpec specs[] = {
     {outbox_event_state_sql, 1, {INT8OID}, SPI_OK_SELECT},
     {outbox_lease_sql, 4, {TIMESTAMPTZOID, INTERVALOID, TEXTARRAYOID, INT4OID},
      SPI_OK_UPDATE_RETURNING},
+    // clients
+    {"SELECT idem.stored_answer($1, $2)", 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
 };
 #undef CLAIM_PARAM_TYPES
 
 constexpr int statement_count = sizeof specs / sizeof specs[0];
-static_assert(statement_count == static_cast<int>(Statement::outbox_lease) + 1,
+static_assert(statement_count == static_cast<int>(Statement::stored_answer) + 1,
               "one spec per Statement");
 
 // Kept plans live for the backend's life; Postgres replans them by name

@@ -46,6 +46,8 @@ enum class Statement {
   outbox_published,        // the fenced mark
   outbox_event_state,      // why a fenced mark matched nothing
   outbox_lease,            // due events for one relay, leased under new fences
+  // ==== clients (src/marked_answer.cpp) ====
+  stored_answer,           // a completed key as idem.claim, as its replays carry it
 };
 
 // Columns of the claim statements' result rows.
