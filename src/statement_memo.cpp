@@ -145,9 +145,15 @@ void length_and_by_value(Oid type, int16 *length, bool *by_value) {
       *by_value = false;
       return;
     case INT8OID:
+      *length = 8;
+      *by_value = true;
+      return;
     case INT4OID:
+      *length = 4;
+      *by_value = true;
+      return;
     case BOOLOID:
-      *length = type == INT8OID ? 8 : type == INT4OID ? 4 : 1;
+      *length = 1;
       *by_value = true;
       return;
     default:
@@ -251,7 +257,7 @@ Datum once_per_row(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo)) {
   }
   Datum answer = body(fcinfo);
   // body returned: errors are never remembered.
-  site->taken = remember(key, answer);
+  if (!fcinfo->isnull) site->taken = remember(key, answer);
   pfree(key.data);
   return answer;
 }
