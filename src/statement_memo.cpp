@@ -48,9 +48,15 @@ struct Memo {
   MemoEntry entries[memo_capacity];
 };
 
-// What one calling expression (one FmgrInfo) last took from the memo.
+// The memoised functions take at most this many arguments.
+constexpr int max_arguments = 8;
+
+// What one calling expression (one FmgrInfo) last took from the memo, and its
+// argument types, which never change (looked up in the expression tree once).
 struct CallSite {
   uint64 taken;  // the generation of its last answer, 0 for none
+  bool types_known;
+  Oid types[max_arguments];
 };
 
 // The reset callback of a row's memory context, allocated in that context.
@@ -161,13 +167,26 @@ void length_and_by_value(Oid type, int16 *length, bool *by_value) {
   }
 }
 
+// False when an argument's type is unknown (a call without an expression
+// tree) or there are more arguments than a memoised function takes.
+bool know_argument_types(FunctionCallInfo fcinfo, CallSite *site) {
+  if (site->types_known) return true;
+  if (fcinfo->nargs > max_arguments) return false;
+  for (int i = 0; i < fcinfo->nargs; ++i) {
+    site->types[i] = get_fn_expr_argtype(fcinfo->flinfo, i);
+    if (site->types[i] == InvalidOid) return false;
+  }
+  site->types_known = true;
+  return true;
+}
+
 // The function and its arguments as bytes: equal bytes, same call. False
-// when an argument's type is unknown (a call without an expression tree).
-bool serialise_call(FunctionCallInfo fcinfo, StringInfo out) {
+// when they cannot be told apart by their bytes.
+bool serialise_call(FunctionCallInfo fcinfo, CallSite *site, StringInfo out) {
+  if (!know_argument_types(fcinfo, site)) return false;
   append_bytes(out, &fcinfo->flinfo->fn_oid, sizeof(Oid));
   for (int i = 0; i < fcinfo->nargs; ++i) {
-    Oid type = get_fn_expr_argtype(fcinfo->flinfo, i);
-    if (type == InvalidOid) return false;
+    Oid type = site->types[i];
     bool is_null = fcinfo->args[i].isnull;
     appendStringInfoChar(out, is_null ? 'n' : 'v');
     if (is_null) continue;
@@ -243,10 +262,10 @@ uint64 remember(const StringInfoData &key, Datum answer) {
 
 Datum once_per_row(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo)) {
   if (fcinfo->flinfo == nullptr) return body(fcinfo);
+  CallSite *site = call_site(fcinfo->flinfo);
   StringInfoData key;
   initStringInfo(&key);
-  if (!serialise_call(fcinfo, &key)) return body(fcinfo);
-  CallSite *site = call_site(fcinfo->flinfo);
+  if (!serialise_call(fcinfo, site, &key)) return body(fcinfo);
   if (answers_current()) {
     const MemoEntry *entry = find(key);
     if (entry != nullptr && entry->generation > site->taken) {
