@@ -8,7 +8,8 @@
 //   - nothing written since: backend_writes::current(), the command id and
 //     the subtransaction id, recorded when the answers were made;
 //   - the calling expression: its FmgrInfo's fn_extra keeps the generation of
-//     the last answer it took; answers are numbered in the order made;
+//     the last answer it took (answers are numbered in the order made), and
+//     its argument types;
 //   - the transaction: the memo's context is a child of TopTransactionContext,
 //     whose reset callback forgets the memo when the transaction ends.
 #include "statement_memo.hpp"
