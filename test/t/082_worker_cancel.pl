@@ -53,9 +53,10 @@ ok(wait_for_round_ends($node, 'postgres', 2), 'rounds go on');
 is(worker_pid(), $pid, 'in the same process');
 ok(kill(0, $pid), 'which is alive');
 
-# --- A cancel in the middle of a round: a purge of many small batches. The
-# batch at hand is rolled back, the error logged, and the next rounds finish
-# the purge in the same process.
+# --- A cancel in the middle of a round: a purge of many small batches, each
+# followed by idem.batch_delay's pause. The batch at hand (or the pause) is
+# cut short, the error logged, and the next rounds finish the purge in the
+# same process.
 set_and_reload($node, 'idem.worker_enabled', 'off');
 ok( $node->poll_query_until(
 		'postgres', q{SELECT state = 'disabled' FROM idem.worker_status WHERE database = 'postgres'}),
@@ -65,7 +66,7 @@ $node->safe_psql('postgres', 'ALTER SYSTEM SET idem.batch_size = 200');
 set_and_reload($node, 'idem.worker_enabled', 'on');
 ok( $node->poll_query_until(
 		'postgres', q{
-SELECT state = 'working' AND (SELECT count(*) < 99000 FROM idem.idempotency_request)
+SELECT state = 'working' AND (SELECT count(*) < 100000 FROM idem.idempotency_request)
 FROM idem.worker_status WHERE database = 'postgres'}),
 	'the purge is under way');
 $offset = -s $node->logfile;
@@ -74,12 +75,13 @@ ok( wait_for_log_match(
 		$node, qr/ERROR:  canceling statement due to user request\n(?:[^\n]*\n){0,4}?[^\n]*idem worker round in database "postgres"/,
 		$offset),
 	'the round logged the cancel');
+# Full batches again, so the rest goes in a round or two.
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET idem.batch_size');
+$node->reload;
 ok($node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM idem.idempotency_request'),
 	'later rounds finished the purge');
 unlike(slurp_file($node->logfile, $offset), qr/FATAL/, 'without a FATAL');
 is(worker_pid(), $pid, 'in the same process');
-$node->safe_psql('postgres', 'ALTER SYSTEM RESET idem.batch_size');
-$node->reload;
 
 # --- The launcher: a cancel is ignored, it keeps watching.
 my $launcher = launcher_pid();

@@ -88,7 +88,7 @@ sub ended_with {
 	cmp_ok($marked, '<', $rows, 'the cancel stopped the delete loop itself');
 	ok(all_rows_there(), 'every row is still there, unchanged');
 	my ($kind) = $purger->selectrow_array(
-		q{SELECT kind FROM idem.claim_idempotency_key('cc', 'after-cancel', 'h')});
+		q{SELECT kind FROM idem.claim_idempotency_key('cc-next', 'after-cancel', 'h')});
 	is($kind, 'new_claim', 'the session goes on');
 	$purger->disconnect;
 }
@@ -115,35 +115,35 @@ sub ended_with {
 {
 	my $owner = connect_db($node);
 	my ($fence) = $owner->selectrow_array(
-		q{SELECT fence FROM idem.claim_idempotency_key('cc', 'waited', 'h', NULL, ?::interval)},
+		q{SELECT fence FROM idem.claim_idempotency_key('cw', 'waited', 'h', NULL, ?::interval)},
 		undef, NO_END_BEFORE_DEADLINE);
 	my $row_sql = q{SELECT status, fence, attempt_count FROM idem.idempotency_request
-	                 WHERE scope = 'cc' AND key = 'waited'};
+	                 WHERE scope = 'cw' AND key = 'waited'};
 	my $before = join('|', $monitor->selectrow_array($row_sql));
 
 	my $twin = connect_db($node);
 	my $log_offset = -s $node->logfile;
-	my $sth = start_wait($twin, 'cc', 'waited', NO_END_BEFORE_DEADLINE);
+	my $sth = start_wait($twin, 'cw', 'waited', NO_END_BEFORE_DEADLINE);
 	wait_until_waiting($monitor, $twin->{pg_pid});
 	$monitor->do('SELECT pg_cancel_backend(?)', undef, $twin->{pg_pid});
 	ok(answered_before_deadline($twin), 'the cancelled wait returned');
 	ok(ended_with($sth, $twin->{pg_pid}, qr/canceling statement due to user request/, $log_offset),
 		'with 57014');
 	is(join('|', $monitor->selectrow_array($row_sql)), $before, 'the waited key is unchanged');
-	my ($kind) = $twin->selectrow_array(q{SELECT kind FROM idem.claim_idempotency_key('cc', 'waited', 'h')});
+	my ($kind) = $twin->selectrow_array(q{SELECT kind FROM idem.claim_idempotency_key('cw', 'waited', 'h')});
 	is($kind, 'processing_active', 'the next call answers');
 
 	my $victim = connect_db($node);
 	my $pid = $victim->{pg_pid};
-	$sth = start_wait($victim, 'cc', 'waited', NO_END_BEFORE_DEADLINE);
+	$sth = start_wait($victim, 'cw', 'waited', NO_END_BEFORE_DEADLINE);
 	wait_until_waiting($monitor, $pid);
 	$monitor->do('SELECT pg_terminate_backend(?)', undef, $pid);
 	ok(answered_before_deadline($victim), 'the terminated wait returned');
 	eval { $sth->pg_result };
 	ok($@, 'its connection ended');
 	is(join('|', $monitor->selectrow_array($row_sql)), $before, 'the waited key is unchanged');
-	$owner->do(q{SELECT idem.mark_succeeded('cc', 'waited', ?, 200)}, undef, $fence);
-	($kind) = $twin->selectrow_array(q{SELECT kind FROM idem.claim_or_wait('cc', 'waited', 'h', '1 second')});
+	$owner->do(q{SELECT idem.mark_succeeded('cw', 'waited', ?, 200)}, undef, $fence);
+	($kind) = $twin->selectrow_array(q{SELECT kind FROM idem.claim_or_wait('cw', 'waited', 'h', '1 second')});
 	is($kind, 'replay_success', 'a later wait gets the outcome');
 	$owner->disconnect;
 	$twin->disconnect;
