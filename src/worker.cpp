@@ -8,6 +8,8 @@
 // lives on and never turns an error into a restart loop. C++ exceptions from
 // the shared batch code are turned into Postgres errors by run_guarded inside
 // that PG_TRY. SIGTERM (die) and postmaster death end the process directly.
+// SIGINT (pg_cancel_backend) cancels the batch of a round under way, an
+// error like any other; between rounds it is dropped (drop_cancel_between_rounds).
 #include "completer.hpp"
 #include "guard.hpp"
 #include "maintenance.hpp"
