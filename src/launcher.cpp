@@ -187,6 +187,9 @@ void register_background_workers() {
 void launcher_main(Datum) {
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
   pqsignal(SIGTERM, die);
+  // The launcher runs no statement a cancel could mean: pg_cancel_backend
+  // must not turn into an error outside any PG_TRY, a FATAL and a restart.
+  pqsignal(SIGINT, SIG_IGN);
   BackgroundWorkerUnblockSignals();
   // No database: enough to read pg_database, and never missing.
   BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);

@@ -15,6 +15,8 @@ extern "C" {
 #include "access/table.h"
 #include "commands/trigger.h"
 #include "nodes/makefuncs.h"
+#include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 }
@@ -52,6 +54,9 @@ uint64 purge_batch(SpiSession *session, Datum *params) {
   backend_writes::note();
   uint64 deleted = 0;
   for (uint64 i = 0; i < found; ++i) {
+    // A batch may be a million rows: a cancel or statement_timeout ends it
+    // here, and the transaction's abort undoes the deletes made so far.
+    CHECK_FOR_INTERRUPTS();
     ItemPointerData tid = spi_item_pointer(session, i, 1);
     TM_FailureData failure;
     TM_Result result = table_tuple_delete(rel, &tid, command, GetActiveSnapshot(),
@@ -64,16 +69,80 @@ uint64 purge_batch(SpiSession *session, Datum *params) {
   return deleted;
 }
 
+// The sweep of a key table with bindings, where a key bound to a session is
+// stale as soon as that session's token has left the registry
+// (session_binding.hpp). Which tokens are live must be read after the row
+// version it judges is fixed. A session registers its token before the
+// claim that stores it in a row commits, and tokens are never reused; so a
+// row version committed before the read names a token that is in the
+// registry at the read exactly when its session still lives. Read before
+// (the tokens first, then the statement's snapshot), a session that
+// registered its first token and committed a bound claim in between looks
+// ended, and its key is swept while its owner works. Reading the tokens
+// after the snapshot is not enough either: in READ COMMITTED the FOR UPDATE
+// that locks a candidate follows a concurrent update to the row's newest
+// version, which may be a newer claim's, committed after any read made
+// before the lock. So: lock the candidates first (the list read before only
+// picks them: a token registered since makes a false candidate, never a
+// missed one that matters, since a session ended since is swept next
+// batch), read the registry with every candidate locked, and mark only the
+// rows still stale then. The row locks keep each row as it was judged until
+// this transaction ends.
+uint64 sweep_bound_batch(SpiSession *session, Datum *params) {
+  uint64 found = spi_run(session, Statement::sweep_stale, params, nullptr);
+  if (found == 0) return 0;
+  Datum *stale = static_cast<Datum *>(palloc(sizeof(Datum) * found));
+  ItemPointerData *tids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * found));
+  int count = 0;
+  for (uint64 i = 0; i < found; ++i) {
+    CHECK_FOR_INTERRUPTS();
+    bool isnull;
+    bool lock_ended = DatumGetBool(spi_copy_datum(session, i, 3, &isnull));  // NULL: false
+    int64 bound = spi_int64(session, i, 2, &isnull);
+    if (!lock_ended && (isnull || session_binding::registered(bound))) continue;
+    tids[count] = spi_item_pointer(session, i, 1);
+    stale[count] = PointerGetDatum(&tids[count]);
+    count += 1;
+  }
+  if (count == 0) return 0;
+  Datum rows[2] = {params[0], PointerGetDatum(construct_array(stale, count, TIDOID,
+                                                              sizeof(ItemPointerData), false,
+                                                              TYPALIGN_SHORT))};
+  return spi_run(session, Statement::sweep_rows, rows, nullptr);
+}
+
+// Maintenance writes, and where a transaction may not write (READ ONLY, a
+// hot standby) it refuses with 25006 before anything runs, as the executor
+// would refuse its statements. The in-place purge writes without the
+// executor, so for it this is the only check; for the others it names the
+// function instead of the statement.
+void require_writable(Statement statement) {
+  const char *what = "idem maintenance";
+  switch (statement) {
+    case Statement::purge_expired: what = "idem.purge_expired()"; break;
+    case Statement::sweep_stale: what = "idem.sweep_stale()"; break;
+    case Statement::purge_consumed: what = "idem.purge_consumed()"; break;
+    case Statement::purge_published: what = "idem.purge_published()"; break;
+    default: break;
+  }
+  PreventCommandIfReadOnly(what);
+  PreventCommandIfParallelMode(what);
+  PreventCommandDuringRecovery(what);
+}
+
 }  // namespace
 
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit) {
+  require_writable(statement);
   // The sweep also ends the keys of bound sessions that ended (session_binding.hpp).
   Datum params[3] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit),
                      statement == Statement::sweep_stale ? session_binding::live_tokens_array()
                                                          : Datum(0)};
   if (statement == Statement::purge_expired) return purge_batch(session, params);
   if (is_message_purge(statement)) return run_message_purge_batch(session, statement, params);
-  return spi_run(session, for_key_table(statement, key_table_has_binding()), params, nullptr);
+  bool has_binding = key_table_has_binding();
+  if (statement == Statement::sweep_stale && has_binding) return sweep_bound_batch(session, params);
+  return spi_run(session, for_key_table(statement, has_binding), params, nullptr);
 }
 
 namespace {

@@ -131,11 +131,35 @@ Datum mark_succeeded(FunctionCallInfo fcinfo) {
                          "mark_succeeded", stats::Counter::marked_succeeded);
 }
 
+namespace {
+
+// The failure codes idem records itself, each a fact about the key that the
+// statements act on: 'abandoned' (the sweeper: the owner may still finish,
+// extend_lock revives it, a claim or the completer takes it over),
+// 'expired' (the sweeper, past expires_at) and 'too_many_attempts'
+// (max_attempts). An owner writing one would forge that fact, so none is
+// accepted from mark_failed.
+void refuse_reserved_failure_code(const text *code, const KeyName &name) {
+  static const char *const reserved[] = {"abandoned", "expired", "too_many_attempts"};
+  size_t length = VARSIZE_ANY_EXHDR(code);
+  for (const char *marker : reserved) {
+    if (length != strlen(marker) || memcmp(VARDATA_ANY(code), marker, length) != 0) continue;
+    throw_key_error(sqlstate::bad_argument,
+                    psprintf("failure_code '%s' is reserved for idem's own markers", marker),
+                    name,
+                    "idem records 'abandoned', 'expired' and 'too_many_attempts' itself; pass "
+                    "a code of your own, such as 'app_timeout'.");
+  }
+}
+
+}  // namespace
+
 Datum mark_failed(FunctionCallInfo fcinfo) {
   OwnerWrite write;
   begin_owner_write(fcinfo, &write);
   bool retryable = require_bool(fcinfo, 3, "retryable", write.name);
-  require_text(fcinfo, 4, sqlstate::bad_argument, "failure_code", write.name);
+  refuse_reserved_failure_code(
+      require_text(fcinfo, 4, sqlstate::bad_argument, "failure_code", write.name), write.name);
   int32 response_code;
   bool has_response_code = optional_response_code(fcinfo, 6, false, write.name, &response_code);
   write.params[owner_first_value] = BoolGetDatum(retryable);

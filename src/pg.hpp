@@ -49,7 +49,7 @@ extern "C" {
 // names do not compile, so a string read from a result cannot outlive it.
 #ifndef IDEM_SPI_SESSION_IMPLEMENTATION
 #pragma GCC poison SPI_connect SPI_connect_ext SPI_finish SPI_execute SPI_exec SPI_execp
-#pragma GCC poison SPI_execute_plan SPI_execute_with_args SPI_execute_extended
+#pragma GCC poison SPI_execute_plan SPI_execute_with_args SPI_execute_extended SPI_execute_snapshot
 #pragma GCC poison SPI_execute_plan_extended SPI_execute_plan_with_paramlist
 #pragma GCC poison SPI_tuptable SPI_processed SPI_getvalue SPI_getbinval SPI_copytuple
 #pragma GCC poison SPI_datumTransfer SPI_palloc SPI_returntuple SPI_cursor_open

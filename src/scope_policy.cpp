@@ -57,7 +57,12 @@ void load_policies() {
     MemoryContext previous = MemoryContextSwitchTo(load_context);
     SpiSession session;
     spi_connect(&session);
-    uint64 rows = spi_run(&session, Statement::policy_load, nullptr, nullptr);
+    // Under a snapshot taken now, after started_at was read: the cache
+    // outlives this transaction, so it must not hold what an older snapshot
+    // (a REPEATABLE READ transaction's) saw. A change committed before the
+    // snapshot is in it; one committed after sends its invalidation after
+    // it committed, so after started_at, and the next call loads again.
+    uint64 rows = spi_run_latest(&session, Statement::policy_load, nullptr, nullptr);
     for (uint64 row = 0; row < rows; ++row) {
       Datum values[policy_columns];
       bool nulls[policy_columns];

@@ -91,6 +91,12 @@ bool alive(int64 stored) {
   return false;
 }
 
+bool registered(int64 stored) {
+  for (int i = 0; shared != nullptr && i < shared->size; ++i)
+    if (pg_atomic_read_u64(&shared->tokens[i]) == static_cast<uint64>(stored)) return true;
+  return false;
+}
+
 Datum live_tokens_array() {
   int count = 0;
   Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * (shared ? shared->size : 1)));

@@ -37,6 +37,10 @@ bool alive(int64 token);
 // The live tokens as a bigint[] (the sweeper's), in the current memory context.
 Datum live_tokens_array();
 
+// Whether the token is in the registry now (the sweeper's check under its
+// row lock): false without the preload, where no session can hold one.
+bool registered(int64 token);
+
 // The registry in shared memory (shared_memory.cpp).
 Size shared_size();
 void attach_shared(void *memory, bool found);

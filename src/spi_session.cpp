@@ -9,6 +9,7 @@
 extern "C" {
 #include "access/htup_details.h"
 #include "utils/datum.h"
+#include "utils/snapmgr.h"
 }
 
 namespace idem {
@@ -51,6 +52,18 @@ uint64 spi_run(SpiSession *session, Statement statement, Datum *values, const ch
   backend_writes::note();
   int code = SPI_execute_plan(kept.plan, values, nulls, false, 0);
   if (code != kept.expected_result) throw_spi_failure("SPI_execute_plan", code);
+  return SPI_processed;
+}
+
+uint64 spi_run_latest(SpiSession *session, Statement statement, Datum *values,
+                      const char *nulls) {
+  if (!session->connected) throw_misuse("a statement run after spi_finish");
+  KeptStatement kept = kept_statement(statement);
+  // Registered for the statement's length; an error's abort releases it.
+  Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+  int code = SPI_execute_snapshot(kept.plan, values, nulls, latest, InvalidSnapshot, true, false, 0);
+  UnregisterSnapshot(latest);
+  if (code != kept.expected_result) throw_spi_failure("SPI_execute_snapshot", code);
   return SPI_processed;
 }
 

@@ -34,6 +34,11 @@ void spi_connect(SpiSession *session);
 // RETURNING). Each run replaces the previous result.
 uint64 spi_run(SpiSession *session, Statement statement, Datum *values, const char *nulls);
 
+// The same for a read-only statement, under a snapshot taken now instead of
+// the transaction's: it sees what was committed until now even inside a
+// REPEATABLE READ transaction whose snapshot is older (scope_policy.cpp).
+uint64 spi_run_latest(SpiSession *session, Statement statement, Datum *values, const char *nulls);
+
 // Ends the connection; SPI frees its results. Copies made before stay.
 void spi_finish(SpiSession *session);
 

@@ -148,24 +148,35 @@ const char *const purge_candidates_sql =
     "ORDER BY d.expires_at LIMIT $2";
 
 // Fence and recovery point stay: the next claim resumes where the zombie was.
-// A key bound to a session that is not among the live ones ($3) is stale too
-// (on a 1.0 key table, with no bindings, $3 is unused).
-#define SWEEP_STALE_SQL(BOUND_ENDED)                                                       \
-  "WITH stale AS (SELECT s.ctid AS tid FROM " TABLE " s "                                 \
-  "WHERE s.status OPERATOR(pg_catalog.=) " STATUS("processing")                           \
-  " AND (s.locked_until OPERATOR(pg_catalog.<=) $1" BOUND_ENDED ") "                      \
-  "ORDER BY s.locked_until LIMIT $2 FOR UPDATE SKIP LOCKED) "                             \
+#define SWEEP_UPDATE                                                                       \
   "UPDATE " TABLE " AS r SET "                                                            \
   "status = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "                      \
   STATUS("failed_final") " ELSE " STATUS("failed_retryable") " END, "                     \
   "failure_code = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1 THEN "                \
   "'expired' ELSE 'abandoned' END, "                                                      \
   "failure_message = 'the owner recorded no outcome before its lock expired', "           \
-  "locked_until = NULL, finished_at = $1, updated_at = $1 "                               \
-  "WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT stale.tid FROM stale))"
-const char *const sweep_stale_sql = SWEEP_STALE_SQL(
-    " OR s.bound_session IS NOT NULL AND s.bound_session OPERATOR(pg_catalog.<>) ALL ($3)");
-const char *const sweep_stale_10_sql = SWEEP_STALE_SQL("");
+  "locked_until = NULL, finished_at = $1, updated_at = $1 "
+
+// On a key table with bindings the sweep is two statements with a check in
+// between (maintenance.cpp says why): first lock the candidates, a key
+// whose lock ran out or whose bound session is not among the live tokens
+// read before ($3), then mark, by ctid ($2), those still stale under the lock.
+const char *const sweep_stale_sql =
+    "SELECT s.ctid, s.bound_session, s.locked_until OPERATOR(pg_catalog.<=) $1 "
+    "FROM " TABLE " s WHERE s.status OPERATOR(pg_catalog.=) " STATUS("processing")
+    " AND (s.locked_until OPERATOR(pg_catalog.<=) $1 OR s.bound_session IS NOT NULL AND "
+    "s.bound_session OPERATOR(pg_catalog.<>) ALL ($3)) "
+    "ORDER BY s.locked_until LIMIT $2 FOR UPDATE SKIP LOCKED";
+const char *const sweep_rows_sql = SWEEP_UPDATE "WHERE r.ctid OPERATOR(pg_catalog.=) ANY ($2)";
+
+// The sweep of a 1.0 key table (no bindings; $3 unused), in one statement.
+const char *const sweep_stale_10_sql =
+    "WITH stale AS (SELECT s.ctid AS tid FROM " TABLE " s "
+    "WHERE s.status OPERATOR(pg_catalog.=) " STATUS("processing")
+    " AND s.locked_until OPERATOR(pg_catalog.<=) $1 "
+    "ORDER BY s.locked_until LIMIT $2 FOR UPDATE SKIP LOCKED) " SWEEP_UPDATE
+    "WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT stale.tid FROM stale))";
+#undef SWEEP_UPDATE
 
 // The operator's by-key tools return the whole row (a composite), then the
 // status and fence the server log reports.
@@ -379,7 +390,8 @@ const StatementSpec specs[] = {
     {owner_fence_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {purge_expired_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_DELETE},
     {purge_candidates_sql, 2, {TIMESTAMPTZOID, INT4OID}, SPI_OK_SELECT},
-    {sweep_stale_sql, 3, {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID}, SPI_OK_UPDATE},
+    {sweep_stale_sql, 3, {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID}, SPI_OK_SELECT},
+    {sweep_rows_sql, 2, {TIMESTAMPTZOID, TIDARRAYOID}, SPI_OK_UPDATE},
     {lookup_key_sql, 2, {TEXTOID, TEXTOID}, SPI_OK_SELECT},
     {evict_key_sql, 3, {TEXTOID, TEXTOID, BOOLOID}, SPI_OK_DELETE_RETURNING},
     {force_expire_key_sql, 4, {TEXTOID, TEXTOID, BOOLOID, TIMESTAMPTZOID},

@@ -17,7 +17,8 @@ enum class Statement {
   owner_fence,              // why a completion matched no row
   purge_expired,            // a DELETE, for a key table with delete triggers
   purge_candidates,         // the oldest expired outcomes' ctids
-  sweep_stale,
+  sweep_stale,              // locks a batch of stale candidates (maintenance.cpp)
+  sweep_rows,               // marks the locked rows still stale, by ctid
   lookup_key,        // the operator's tools (key_tools.cpp)
   evict_key,
   force_expire_key,

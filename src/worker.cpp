@@ -8,6 +8,8 @@
 // lives on and never turns an error into a restart loop. C++ exceptions from
 // the shared batch code are turned into Postgres errors by run_guarded inside
 // that PG_TRY. SIGTERM (die) and postmaster death end the process directly.
+// SIGINT (pg_cancel_backend) cancels the batch of a round under way, an
+// error like any other; between rounds it is dropped (drop_cancel_between_rounds).
 #include "completer.hpp"
 #include "guard.hpp"
 #include "maintenance.hpp"
@@ -78,6 +80,44 @@ WorkerState readiness() {
   if (!worker_settings.enabled) return WorkerState::disabled;
   if (!extension_installed()) return WorkerState::waiting_for_extension;
   return WorkerState::idle;
+}
+
+// readiness() runs a transaction, where a cancel (or any error) may strike:
+// outside a PG_TRY that would be FATAL, and a restart. Caught here, it is
+// logged and rolled back, and the worker keeps its last state until the next
+// naptime. Static: it must survive the longjmp.
+WorkerState readiness_answer;
+
+WorkerState guarded_readiness(WorkerState previous) {
+  readiness_answer = previous;
+  MemoryContext context = CurrentMemoryContext;
+  PG_TRY();
+  { readiness_answer = readiness(); }
+  PG_CATCH();
+  {
+    HOLD_INTERRUPTS();
+    MemoryContextSwitchTo(context);
+    EmitErrorReport();
+    AbortCurrentTransaction();
+    FlushErrorState();
+    RESUME_INTERRUPTS();
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+  return readiness_answer;
+}
+
+// pg_cancel_backend sends the worker SIGINT, which sets QueryCancelPending.
+// In a round it cancels the batch at hand (run_round's PG_CATCH rolls it
+// back and the worker carries on); between rounds there is nothing to
+// cancel, and a CHECK_FOR_INTERRUPTS there, outside any PG_TRY, would make
+// it FATAL: so it is dropped, as a backend drops one that arrives while it
+// waits for the client's next command.
+void drop_cancel_between_rounds() {
+  if (!QueryCancelPending) return;
+  QueryCancelPending = false;
+  ereport(LOG, (errmsg("idem worker for database \"%s\" ignored a cancel request: no round "
+                       "was running", my_database)));
 }
 
 const char *activity_for(WorkerState state) {
@@ -292,6 +332,7 @@ void worker_main(Datum argument) {
   for (;;) {
     MemoryContextSwitchTo(loop_context);
     MemoryContextReset(loop_context);
+    drop_cancel_between_rounds();
     CHECK_FOR_INTERRUPTS();
     reload_settings_if_requested();
 
@@ -311,7 +352,7 @@ void worker_main(Datum argument) {
       continue;  // woken early (SIGHUP, SIGTERM) or due: look again
     }
 
-    WorkerState next = readiness();
+    WorkerState next = guarded_readiness(state);
     MemoryContextSwitchTo(loop_context);
     log_transition(state, next);
     state = next;
