@@ -1,17 +1,19 @@
--- The failure codes idem writes itself cannot be written by an owner:
--- 'abandoned' would make the key look swept (extend_lock would revive it and
--- mark_succeeded overwrite the recorded failure), 'expired' and
--- 'too_many_attempts' would forge the sweeper's and max_attempts' facts.
+-- 'abandoned', the sweeper's marker, cannot be written by an owner: it would
+-- make the key look swept (extend_lock would revive it and mark_succeeded
+-- overwrite the recorded failure). idem's other codes ('expired',
+-- 'too_many_attempts') are only reported, never acted on, and stay an
+-- application's to use, as in 1.0.
 TRUNCATE idem.idempotency_request;
 SET idem.lock_timeout = '5min';
 SELECT fence AS f FROM idem.claim_idempotency_key('rc', 'k', 'h') \gset
 SELECT error_of(format($$SELECT idem.mark_failed('rc', 'k', %s, true, 'abandoned', 'forged')$$, :f));
-SELECT idem.mark_failed('rc', 'k', :f, false, 'expired');
-SELECT idem.mark_failed('rc', 'k', :f, false, 'too_many_attempts');
 SELECT kind FROM idem.mark_failed_returning('rc', 'k', :f, true, 'abandoned');
 -- Near misses are the owner's own codes.
 SELECT idem.mark_failed('rc', 'k', :f, true, 'Abandoned ');
 SELECT key, status, failure_code FROM idem.idempotency_request WHERE scope = 'rc';
+SELECT fence AS e FROM idem.claim_idempotency_key('rc', 'card', 'h') \gset
+SELECT idem.mark_failed('rc', 'card', :e, false, 'expired', 'the card expired');
+SELECT key, status, failure_code FROM idem.idempotency_request WHERE key = 'card';
 
 -- An owner's recorded failure stands: extend_lock and mark_succeeded refuse.
 SELECT fence AS g FROM idem.claim_idempotency_key('rc', 'k2', 'h') \gset

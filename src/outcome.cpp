@@ -133,22 +133,22 @@ Datum mark_succeeded(FunctionCallInfo fcinfo) {
 
 namespace {
 
-// The failure codes idem records itself, each a fact about the key that the
-// statements act on: 'abandoned' (the sweeper: the owner may still finish,
-// extend_lock revives it, a claim or the completer takes it over),
-// 'expired' (the sweeper, past expires_at) and 'too_many_attempts'
-// (max_attempts). An owner writing one would forge that fact, so none is
-// accepted from mark_failed.
+// 'abandoned' is the one failure code the statements act on (the sweeper's
+// marker: the owner may still finish, extend_lock revives it, a claim or the
+// completer takes it over), so an owner writing it would forge that fact.
+// idem's other codes ('expired', 'too_many_attempts') are only reported,
+// never read back, and 1.0 accepted them from applications ("card
+// expired"), so they stay an application's to use.
 void refuse_reserved_failure_code(const text *code, const KeyName &name) {
-  static const char *const reserved[] = {"abandoned", "expired", "too_many_attempts"};
+  static const char *const reserved[] = {"abandoned"};
   size_t length = VARSIZE_ANY_EXHDR(code);
   for (const char *marker : reserved) {
     if (length != strlen(marker) || memcmp(VARDATA_ANY(code), marker, length) != 0) continue;
     throw_key_error(sqlstate::bad_argument,
                     psprintf("failure_code '%s' is reserved for idem's own markers", marker),
                     name,
-                    "idem records 'abandoned', 'expired' and 'too_many_attempts' itself; pass "
-                    "a code of your own, such as 'app_timeout'.");
+                    "idem's sweeper records 'abandoned' itself; pass a code of your own, "
+                    "such as 'app_timeout'.");
   }
 }
 
