@@ -8,10 +8,11 @@
 -- superuser, usually). Each of them is pinned to search_path = pg_catalog,
 -- pg_temp (PostgreSQL, "Writing SECURITY DEFINER Functions Safely"), so no
 -- operator, function or type a caller puts on its own search_path can be
--- picked up by a statement idem runs: the executor sets the path for the
--- call, and a kept SPI plan, which is analysed again whenever the current
--- path differs from the one it was planned under, is always analysed under
--- this one. Statements stay schema-qualified as well (defence in depth).
+-- picked up by a statement idem runs: PostgreSQL sets the path around each
+-- call (fmgr_security_definer), and a kept SPI plan, analysed again
+-- whenever the current path differs from the one it was planned under, is
+-- always analysed under this one. Statements stay schema-qualified as well
+-- (defence in depth).
 -- 1.0's functions are pinned here; 1.1's in their CREATE below.
 -- sql/61_hostile_role.sql lists every SECURITY DEFINER function of schema
 -- idem and fails for one that is not pinned or that it does not call.
