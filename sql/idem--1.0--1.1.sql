@@ -3,6 +3,34 @@
 -- Makefile, so the two ways to 1.1 build the same schema.
 \echo Use "ALTER EXTENSION idem UPDATE" to load this file. \quit
 
+-- ==== search_path: every SECURITY DEFINER function runs under a pinned path ====
+-- A SECURITY DEFINER function runs with the rights of idem's owner (a
+-- superuser, usually). Each of them is pinned to search_path = pg_catalog,
+-- pg_temp (PostgreSQL, "Writing SECURITY DEFINER Functions Safely"), so no
+-- operator, function or type a caller puts on its own search_path can be
+-- picked up by a statement idem runs: PostgreSQL sets the path around each
+-- call (fmgr_security_definer), and a kept SPI plan, analysed again
+-- whenever the current path differs from the one it was planned under, is
+-- always analysed under this one. Statements stay schema-qualified as well
+-- (defence in depth).
+-- 1.0's functions are pinned here; 1.1's in their CREATE below.
+-- sql/61_hostile_role.sql lists every SECURITY DEFINER function of schema
+-- idem and fails for one that is not pinned or that it does not call.
+ALTER FUNCTION idem.claim_idempotency_key(text, text, text, text, interval, interval)
+    SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION idem.mark_succeeded(text, text, bigint, integer, jsonb, text, text)
+    SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION idem.mark_failed(text, text, bigint, boolean, text, text, integer, jsonb)
+    SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION idem.set_recovery_point(text, text, bigint, text)
+    SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION idem.purge_expired(integer) SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION idem.sweep_stale(integer) SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION idem.lookup(text, text) SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION idem.evict(text, text, boolean) SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION idem.force_expire(text, text, boolean) SET search_path = pg_catalog, pg_temp;
+-- ==== end search_path ====
+
 -- ==== invariants: one CHECK constraint calling one C function ====
 -- At every INSERT and UPDATE statement PostgreSQL reads each CHECK
 -- expression of the table back from its stored text, plans and compiles it
@@ -259,14 +287,15 @@ COMMENT ON TABLE idem.consumed_message IS
 -- waits for a twin's in-flight insert (when the twin commits, false; when it
 -- rolls back, true). The retention: the argument, else the consumer's
 -- idem.scope_policy retention (or keep_forever), else idem.inbox_retention.
--- SECURITY DEFINER without SET search_path, as the 1.0 C functions: every
--- statement they run is schema-qualified.
+-- SECURITY DEFINER, pinned to search_path = pg_catalog, pg_temp as every
+-- SECURITY DEFINER function of idem is (section search_path above).
 CREATE FUNCTION idem.consume_once(
     consumer text, message_id text, message_hash text,
     retention interval DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_consume_once'
-LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
 
 -- Records what consuming the message produced, in the consumer's
 -- transaction. P4020 when the message is not consumed (or expired).
@@ -274,7 +303,8 @@ CREATE FUNCTION idem.set_consumed_result(
     consumer text, message_id text, result_ref_type text, result_ref_id text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'idem_set_consumed_result'
-LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
 
 -- Purges at most batch_limit expired consumed messages, oldest first,
 -- skipping rows live transactions hold. The worker runs it every round.
@@ -395,7 +425,8 @@ CREATE FUNCTION idem.outbox_put(
     headers jsonb DEFAULT NULL, available_at timestamptz DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'idem_outbox_put'
-LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
 
 -- Due events for one relay (C, src/outbox.cpp; the statement is in
 -- src/statements.cpp). An event is due when it is pending (or its lease ran
@@ -411,7 +442,8 @@ RETURNS TABLE (id bigint, lease_fence bigint, scope text, key text,
                event_type text, aggregate_type text, aggregate_id text, payload jsonb,
                headers jsonb, attempt_count integer, delivery_key text)
 AS 'MODULE_PATHNAME', 'idem_outbox_lease'
-LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 100;
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 100
+SET search_path = pg_catalog, pg_temp;
 
 -- The lease check of published and failed: the event must be leased under
 -- this fence (its lease may have run out, as long as no relay leased it
@@ -438,7 +470,8 @@ $$;
 CREATE FUNCTION idem.outbox_published(id bigint, lease_fence bigint)
 RETURNS void
 AS 'MODULE_PATHNAME', 'idem_outbox_published'
-LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
 
 -- Backoff after a failure: retry_after when given, else base * 2^(n-1)
 -- capped at idem.outbox_backoff_max, then jittered down to between half
@@ -557,13 +590,15 @@ CREATE FUNCTION idem.claim_or_wait(
     retention interval DEFAULT NULL)
 RETURNS idem.claim
 AS 'MODULE_PATHNAME', 'idem_claim_or_wait'
-LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
 
 -- The owner's longer lease; never shortens a lock.
 CREATE FUNCTION idem.extend_lock(scope text, key text, fence bigint, extend_by interval)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'idem_extend_lock'
-LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE;
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
 
 -- Request-path functions, granted by hand as the 1.0 ones are.
 REVOKE ALL ON FUNCTION

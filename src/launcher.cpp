@@ -191,7 +191,9 @@ void launcher_main(Datum) {
   // must not turn into an error outside any PG_TRY, a FATAL and a restart.
   pqsignal(SIGINT, SIG_IGN);
   BackgroundWorkerUnblockSignals();
-  // No database: enough to read pg_database, and never missing.
+  // No database: enough to read pg_database, and never missing. The launcher
+  // runs no SQL (it reads pg_database with a heap scan), so no search_path
+  // can reach it; the per-database workers pin theirs (worker.cpp).
   BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
   for (int i = 0; i < max_worker_databases; ++i)
     records[i] = LaunchRecord{nullptr, 0, DatabaseAvailability::available, false};

@@ -340,15 +340,21 @@ const char *const outbox_published_sql =
 // limit. An event is due when it is pending (or its lease ran out) and
 // available, and no earlier event of its aggregate is pending or leased: an
 // aggregate's events go out one at a time, in id order. SKIP LOCKED: two
-// relays never wait for, or get, the same event.
+// relays never wait for, or get, the same event. The status lists are
+// written as = ANY of an array so that their operator is named (the same
+// expression the partial indexes' IN lists parse to); IS NOT DISTINCT FROM
+// has no such form and finds its = by name: only the pinned search_path of
+// every caller (spi_session.hpp) keeps a caller's text = text out of it.
+#define OPEN_STATUS(alias) \
+  alias ".status OPERATOR(pg_catalog.=) ANY ('{pending,leased}'::idem.outbox_status[])"
 const char *const outbox_lease_sql =
     "WITH due AS (SELECT e.id AS due_id FROM idem.outbox_event e "
-    "WHERE e.status IN ('pending', 'leased') "
+    "WHERE " OPEN_STATUS("e") " "
     "AND (e.status OPERATOR(pg_catalog.=) 'pending' OR e.leased_until OPERATOR(pg_catalog.<=) $1) "
     "AND e.available_at OPERATOR(pg_catalog.<=) $1 "
     "AND ($3 IS NULL OR e.event_type OPERATOR(pg_catalog.=) ANY ($3)) "
     "AND NOT EXISTS (SELECT FROM idem.outbox_event p WHERE e.aggregate_id IS NOT NULL "
-    "AND p.status IN ('pending', 'leased') AND p.aggregate_id IS NOT NULL "
+    "AND " OPEN_STATUS("p") " AND p.aggregate_id IS NOT NULL "
     "AND p.aggregate_type IS NOT DISTINCT FROM e.aggregate_type "
     "AND p.aggregate_id OPERATOR(pg_catalog.=) e.aggregate_id "
     "AND p.id OPERATOR(pg_catalog.<) e.id) "
@@ -360,6 +366,7 @@ const char *const outbox_lease_sql =
     "FROM due WHERE o.id OPERATOR(pg_catalog.=) due.due_id "
     "RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type, "
     "o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key";
+#undef OPEN_STATUS
 const char *const outbox_event_state_sql =
     "SELECT e.status::pg_catalog.text, e.lease_fence FROM idem.outbox_event e "
     "WHERE e.id OPERATOR(pg_catalog.=) $1";

@@ -1,6 +1,10 @@
 // Every SQL statement idem runs, prepared once per backend and kept
-// (SPI_keepplan). All names are schema-qualified, operators included, so a
-// caller's search_path can never redirect them.
+// (SPI_keepplan). They run only under search_path = pg_catalog, pg_temp
+// (every SECURITY DEFINER function of idem and the worker pin it;
+// spi_session.hpp): a kept plan is analysed again under the current path
+// whenever it differs from the one it was planned under, so that pin, not
+// the text, is what keeps a caller's operators out. Names are
+// schema-qualified too, operators included, as defence in depth.
 #pragma once
 
 #include "pg.hpp"

@@ -53,6 +53,18 @@ RoundTotals round_totals;
 
 void release_entry_at_exit(int, Datum index) { release_worker_entry(DatumGetInt32(index)); }
 
+// The worker logs in as the bootstrap superuser and runs SPI statements, so
+// nothing a database owner or a role controls may choose what its names
+// resolve to. Connecting applied the settings of ALTER DATABASE / ALTER ROLE
+// ... SET search_path; this overrides them for the process's life, with a
+// source that neither they nor postgresql.conf (at a reload) outrank, as
+// every SECURITY DEFINER function of idem pins its own (sql/idem--1.0--1.1.sql,
+// section search_path). Outside a transaction: the value is not checked
+// against the catalog, and both schemas always exist.
+void pin_search_path() {
+  SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
 void reload_settings_if_requested() {
   if (!ConfigReloadPending) return;
   ConfigReloadPending = false;
@@ -323,6 +335,7 @@ void worker_main(Datum argument) {
   // The launcher checked that the database exists; if it was dropped since,
   // this FATAL ends the process and the launcher waits for the database.
   BackgroundWorkerInitializeConnection(my_database, nullptr, 0);
+  pin_search_path();
   ereport(LOG, (errmsg("idem worker started for database \"%s\"", my_database)));
 
   MemoryContext loop_context =

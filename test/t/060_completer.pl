@@ -113,9 +113,11 @@ SELECT r.claimed_by, r.attempt_count, r.response_code, r.response_body->>'resume
 	'c_ok: claimed by the worker (attempt 2), resumed at "charged", its effect written once');
 
 # Raise: logged with scope and key each time, retried after completer_delay,
-# until max_attempts ends the key.
+# until max_attempts ends the key. (The completer's name is printed as
+# regprocedure does under the search_path it ran under: schema-qualified
+# under the worker's pinned pg_catalog, pg_temp.)
 ok(wait_for_log_match($node,
-	qr/ERROR:  gateway unreachable on attempt 2\n(?:.*\n){0,3}?\s*idem completer explode\(text,text,bigint,text,integer\) for scope "c_raise", key "k"/,
+	qr/ERROR:  gateway unreachable on attempt 2\n(?:.*\n){0,3}?\s*idem completer (?:public\.)?explode\(text,text,bigint,text,integer\) for scope "c_raise", key "k"/,
 	$offset), 'c_raise: the error is logged with the completer, scope and key');
 ok($node->poll_query_until('postgres',
 	q{SELECT status = 'failed_final' FROM idem.idempotency_request WHERE scope = 'c_raise'}),
@@ -129,7 +131,7 @@ note sprintf('c_raise ended %.1f s after the worker was enabled', time - $start)
 
 # Infinite loop: cancelled by the statement_timeout the key's lock (2 s) sets.
 ok(wait_for_log_match($node,
-	qr/ERROR:  canceling statement due to statement timeout\n(?:.*\n){0,3}?\s*idem completer spin\S+ for scope "c_loop", key "k"/,
+	qr/ERROR:  canceling statement due to statement timeout\n(?:.*\n){0,3}?\s*idem completer (?:public\.)?spin\S+ for scope "c_loop", key "k"/,
 	$offset), 'c_loop: the looping completer was cancelled, logged with scope and key');
 ok($node->poll_query_until('postgres',
 	q{SELECT failure_code = 'too_many_attempts' FROM idem.idempotency_request WHERE scope = 'c_loop'}),
@@ -138,7 +140,7 @@ note sprintf('c_loop ended %.1f s after the worker was enabled', time - $start);
 
 # No outcome: logged, left to the next round (which max_attempts ends).
 ok(wait_for_log_match($node,
-	qr/idem completer shrug\(text,text,bigint,text,integer\) recorded no outcome for scope "c_noop", key "k"/,
+	qr/idem completer (?:public\.)?shrug\(text,text,bigint,text,integer\) recorded no outcome for scope "c_noop", key "k"/,
 	$offset), 'c_noop: a completer that records nothing is logged');
 ok($node->poll_query_until('postgres',
 	q{SELECT failure_code = 'too_many_attempts' FROM idem.idempotency_request WHERE scope = 'c_noop'}),
@@ -146,7 +148,7 @@ ok($node->poll_query_until('postgres',
 
 # Owner privileges: idem_weak's completer cannot read what idem_weak cannot.
 ok(wait_for_log_match($node,
-	qr/ERROR:  permission denied for table secret\n(?:.*\n){0,3}?\s*idem completer peek\S+ for scope "c_priv", key "k"/,
+	qr/ERROR:  permission denied for table secret\n(?:.*\n){0,3}?\s*idem completer (?:public\.)?peek\S+ for scope "c_priv", key "k"/,
 	$offset), 'c_priv: the completer ran as its owner, who may not read secret');
 ok($node->poll_query_until('postgres',
 	q{SELECT status = 'failed_final' FROM idem.idempotency_request WHERE scope = 'c_priv'}),
