@@ -67,6 +67,35 @@ def physical_floor(med_tps, wal, cells, verdicts):
     return out
 
 
+def ab_table(med_tps, cells, tps_by_round):
+    """BENCH_AB: idem against itself with the file applied (peer ab), and
+    both against the cell's physical floor peer, all in the same rounds.
+    Besides the ratio of the medians, the median of the rounds' own ab/idem
+    ratios (the two ran in the same round, under much the same load)."""
+    rows = [c for c in cells if (c[0], c[1], c[2], "ab") in med_tps]
+    if not rows:
+        return []
+    out = ["A/B: idem as installed against peer ab (idem with the file applied before each of its runs), "
+           "alternating round by round; medians of the rounds, and the median of each round's own ab/idem:", "",
+           "| workload | sync commit | clients | idem tps | ab tps | ab/idem | ab/idem per round (median; all) "
+           "| floor peer | idem/it | ab/it |",
+           "|---|---|---:|---:|---:|---:|---|---|---:|---:|"]
+    for workload, sync, clients in rows:
+        a = med_tps.get((workload, sync, clients, "idem"))
+        b = med_tps.get((workload, sync, clients, "ab"))
+        peer = FLOOR_PEERS.get(workload, ("floor", 0))[0]
+        f = med_tps.get((workload, sync, clients, peer))
+        r = lambda x, y: f"{x / y:.3f}" if x and y else "n/a"
+        rounds = sorted({k[4] for k in tps_by_round if k[:4] == (workload, sync, clients, "ab")}, key=int)
+        paired = [tps_by_round[(workload, sync, clients, "ab", n)] / tps_by_round[(workload, sync, clients, "idem", n)]
+                  for n in rounds if tps_by_round.get((workload, sync, clients, "idem", n))]
+        paired_text = (f"{statistics.median(paired):.3f}; " + " ".join(f"{v:.2f}" for v in paired)) if paired else "n/a"
+        out.append(f"| {workload} | {sync} | {clients} | {a:,.0f} | {b:,.0f} | {r(b, a)} | {paired_text} | {peer} | "
+                   f"{r(a, f)} | {r(b, f)} |")
+    out.append("")
+    return out
+
+
 def wait_samples(raw):
     """What the backends of the cells with the most clients waited on."""
     counts = defaultdict(lambda: defaultdict(int))
@@ -112,10 +141,12 @@ def main():
     tps = defaultdict(list)
     lat = defaultdict(list)
     wal = defaultdict(list)  # WAL bytes per pgbench transaction, one per round
+    tps_by_round = {}
     for row in read_tsv(os.path.join(args.raw, "pgbench.tsv")):
-        workload, sync, clients, peer, _round, t, l = row[:7]
+        workload, sync, clients, peer, round_, t, l = row[:7]
         key = (workload, sync, int(clients), peer)
         tps[key].append(float(t))
+        tps_by_round[key + (round_,)] = float(t)
         lat[key].append(float(l))
         if len(row) >= 9 and int(row[8]) > 0:
             wal[key].append(int(row[7]) / int(row[8]))
@@ -162,6 +193,7 @@ def main():
     out.append("")
 
     out.extend(physical_floor(med_tps, wal, cells, verdicts))
+    out.extend(ab_table(med_tps, cells, tps_by_round))
     out.extend(wait_samples(args.raw))
 
     purge = {p: (int(r), float(s)) for p, r, s in read_tsv(os.path.join(args.raw, "purge.tsv"))}

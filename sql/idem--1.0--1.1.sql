@@ -1,4 +1,4 @@
--- idem 1.0 -> 1.1. Unreleased: it collects every 1.1 change. The 1.1 base
+-- idem 1.0 -> 1.1, released with 1.1.0: never edited again. The 1.1 base
 -- script (sql/idem--1.1.sql) is generated from 1.0 and this file by the
 -- Makefile, so the two ways to 1.1 build the same schema.
 \echo Use "ALTER EXTENSION idem UPDATE" to load this file. \quit

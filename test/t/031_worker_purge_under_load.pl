@@ -1,7 +1,8 @@
 # 200,000 expired outcomes are purged completely while 8 clients keep
 # claiming and completing fresh keys: no client waits on a lock the worker
 # holds (log_lock_waits with deadlock_timeout = 20 ms, shorter than one
-# batch), no client transaction stalls, no processing row is purged, and the purge rate is printed.
+# batch, and pg_blocking_pids sampled all through the purge), no processing
+# row is purged, and the purge rate and the clients' latencies are printed.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -78,10 +79,25 @@ sub start_burst
 	});
 }
 
+# One sample: the expired rows left, and the client backends that wait on a
+# lock held by a background process (the worker, or a completer it runs)
+# at this instant. Sampled every 100 ms all through the purge, it sees waits
+# far shorter than log_lock_waits' 20 ms whenever they happen often.
+my $blocked_sql = q{
+SELECT (SELECT count(*) FROM idem.idempotency_request WHERE scope = 'old'),
+       (SELECT count(*) FROM pg_stat_activity a
+         WHERE a.backend_type = 'client backend' AND a.wait_event_type = 'Lock'
+           AND EXISTS (SELECT FROM pg_stat_activity w
+                        WHERE w.pid = ANY (pg_blocking_pids(a.pid))
+                          AND w.backend_type <> 'client backend'))};
+my ($samples, $blocked_samples) = (0, 0);
+
 sub old_rows_left
 {
-	return $node->safe_psql('postgres',
-		q{SELECT count(*) FROM idem.idempotency_request WHERE scope = 'old'});
+	my ($left, $blocked) = split /\|/, $node->safe_psql('postgres', $blocked_sql);
+	$samples++;
+	$blocked_samples++ if $blocked > 0;
+	return $left;
 }
 
 # A deadline, not a measurement: 20 batches of 10,000 with idem.batch_delay's
@@ -147,13 +163,16 @@ my @worker_waits = $log =~ /(Process(?:es)? holding the lock: (?:\d+, )*$worker_
 note sprintf('lock waits over 20 ms during the run: %d (held by the worker: %d)',
 	scalar @waits, scalar @worker_waits);
 is(scalar @worker_waits, 0, 'no client waited on a lock held by the worker');
+note "samples of pg_blocking_pids during the purge: $samples";
+ok($samples > 0 && $blocked_samples == 0,
+	"no client was seen waiting on a lock held by a background process "
+	  . "($blocked_samples of $samples samples)");
 
 # Duration of the clients' claim-and-complete transactions (pgbench's log:
 # field 3 is the latency from the scheduled start, field 7 the schedule lag,
-# how late pgbench itself started the transaction). A client blocked by the
-# worker spends that time inside its transaction, so the transaction's own
-# time, latency minus lag, is what a stall shows in; the lag is pgbench's
-# scheduling on a busy machine, which the worker cannot cause.
+# how late pgbench itself started the transaction), printed, not asserted:
+# on a loaded machine a transaction's time is the machine's, and what the
+# worker could do to it, make it wait on a lock, is asserted above.
 my (@latencies, @own_times);
 for my $file (glob("$log_prefix*")) {
 	for my $line (split /\n/, slurp_file($file)) {
@@ -169,7 +188,6 @@ note sprintf('client transactions: %d; own time p99 %.1f ms, max %.1f ms; '
 	  . 'latency with schedule lag p99 %.1f ms, max %.1f ms',
 	scalar @own_times, $own_times[int(0.99 * $#own_times)], $max_ms,
 	$latencies[int(0.99 * $#latencies)], $latencies[-1]);
-ok($max_ms < 2000, sprintf('no client transaction stalled (max %.1f ms)', $max_ms));
 
 # The rate from the worker's own log lines (time spent in purge rounds).
 my ($purged, $round_ms) = (0, 0);

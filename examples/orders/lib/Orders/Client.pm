@@ -34,6 +34,7 @@ sub note {
 # Starts one attempt in a worker process. start_at (epoch seconds) makes the
 # worker connect first and then wait, so twins claim at the same instant;
 # crash_at, stall_at, stall_for and max_wait go to the server (Orders::Server).
+# The returned attempt's pid is the worker's: SIGUSR1 ends its stall.
 sub start {
     my ($self, $scope, $key, $request, %opt) = @_;
     $self->{attempts}++;
@@ -60,21 +61,56 @@ sub start {
     return {pid => $pid, fh => $reader, tag => "$self->{label}$self->{attempts}"};
 }
 
+# The attempt's next event from its worker, or undef once the worker has
+# closed its end. A deadline (epoch seconds) bounds the wait: past it this
+# dies. Lines are cut from a buffer of our own, so a partial line read before
+# a deadline is kept for the next call.
+sub next_event {
+    my ($self, $attempt, $deadline) = @_;
+    my $fh = $attempt->{fh};
+    $attempt->{buffer} //= '';
+    while ($attempt->{buffer} !~ /\n/) {
+        return undef if $attempt->{eof};
+        if (defined $deadline) {
+            my $left = $deadline - time;
+            die "attempt $attempt->{tag}: no event from its server before the deadline\n" if $left <= 0;
+            my $bits = '';
+            vec($bits, fileno($fh), 1) = 1;
+            next unless select(my $ready = $bits, undef, undef, $left) > 0;
+        }
+        my $n = sysread($fh, my $chunk, 65536);
+        die "attempt $attempt->{tag}: read: $!\n" unless defined $n;
+        $attempt->{eof} = 1 if $n == 0;
+        $attempt->{buffer} .= $chunk;
+    }
+    $attempt->{buffer} =~ s/^([^\n]*)\n//;
+    return decode_json($1);
+}
+
+# Reads the attempt's events into the timeline until one of the given kind
+# comes (returned), or dies at the deadline or when the worker ended first.
+sub wait_for_event {
+    my ($self, $attempt, $kind, $deadline) = @_;
+    while (my $event = $self->next_event($attempt, $deadline)) {
+        push @{$self->{timeline}}, {%$event, tag => $attempt->{tag}};
+        return $event if $event->{kind} eq $kind;
+    }
+    die "attempt $attempt->{tag}: its server ended without a '$kind' event\n";
+}
+
 # Waits for the attempt's worker; returns its response, or undef when the
 # connection was lost before an answer came.
 sub finish {
     my ($self, $attempt) = @_;
-    my $fh = $attempt->{fh};
     my $response;
-    while (my $line = <$fh>) {
-        my $event = decode_json($line);
+    while (my $event = $self->next_event($attempt)) {
         if ($event->{kind} eq 'response') {
             $response = $event;
         } else {
             push @{$self->{timeline}}, {%$event, tag => $attempt->{tag}};
         }
     }
-    close $fh;
+    close $attempt->{fh};
     waitpid($attempt->{pid}, 0);
     return $response;
 }

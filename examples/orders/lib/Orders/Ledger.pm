@@ -22,7 +22,8 @@ sub key_state {
     my ($self, $scope, $key) = @_;
     return $self->{shop}->selectrow_hashref(
         q{SELECT status, recovery_point, fence, attempt_count, failure_code, claimed_by,
-                 round(extract(epoch FROM locked_until - clock_timestamp())::numeric, 1) AS lock_left
+                 round(extract(epoch FROM locked_until - clock_timestamp())::numeric, 1) AS lock_left,
+                 locked_until IS NOT NULL AND locked_until <= clock_timestamp() AS lock_expired
             FROM idem.idempotency_request WHERE scope = ? AND key = ?}, undef, $scope, $key);
 }
 

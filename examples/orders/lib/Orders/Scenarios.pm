@@ -115,13 +115,26 @@ sub after_crash {
                           $state->{status}, $state->{recovery_point}, $state->{lock_left},
                           @$counts{qw(orders charges receipt_jobs)}));
     return unless ($s->{recover} // '') eq 'sweep';
-    my $left = $ledger->key_state($SCOPE, $s->{key})->{lock_left};
-    sleep($left + 0.05) if $left > -0.05;
+    $self->wait_for_lock_end($s->{key});
     my $swept = $ledger->sweep;
     my $after = $ledger->key_state($SCOPE, $s->{key});
     event($timeline, who => 'sweeper', kind => 'sweep', swept => $swept,
           text => "lock expired; idem.sweep_stale() -> $swept key(s): now $after->{status} "
                   . "'$after->{failure_code}', recovery point $after->{recovery_point} kept");
+}
+
+# Waits until the key's lock has run out by the database's clock (the
+# clock a claim or a sweep judges it by); dies if it has not well after the
+# lock timeout.
+sub wait_for_lock_end {
+    my ($self, $key) = @_;
+    my $deadline = time + $self->lock_seconds + 60;
+    while (1) {
+        my $state = $self->{ledger}->key_state($SCOPE, $key);
+        return $state if $state && $state->{lock_expired};
+        die "the lock of $key did not run out in time\n" if time > $deadline;
+        sleep 0.02;
+    }
 }
 
 sub lock_seconds {
@@ -208,17 +221,21 @@ sub run {
     my $started = time;
     my %result = (scenario => $s, timeline => \@timeline);
     if ($s->{stall_at}) {
-        # The client gives up on the slow attempt once its lock has run out
-        # and retries; the stalled server wakes up only after the retry won.
+        # The client gives up on the slow attempt once it has stalled and
+        # its lock has run out, and retries; the stalled server wakes up
+        # (SIGUSR1) only after the retry has answered. Each step waits for
+        # what it needs, not for a time.
         my $seconds = $self->lock_seconds;
         my $slow = $self->client(\@timeline, label => 'A');
         my $attempt = $slow->start($SCOPE, $s->{key}, $s->{body},
-                                   stall_at => $s->{stall_at}, stall_for => $seconds + 1.5);
-        sleep($seconds + 0.3);
+                                   stall_at => $s->{stall_at}, stall_for => $seconds + 120);
+        $slow->wait_for_event($attempt, 'stall', time + $seconds + 60);
+        $self->wait_for_lock_end($s->{key});
         my $retry = $self->client(\@timeline, label => 'B');
         event(\@timeline, who => 'client', tag => 'A1', kind => 'timeout',
               text => 'no answer yet: the client times out and retries on another connection');
         %result = (%result, %{$retry->request($SCOPE, $s->{key}, $s->{body})});
+        kill 'USR1', $attempt->{pid};
         $result{zombie} = $slow->finish($attempt);
         $slow->note(kind => 'answer', code => $result{zombie}{code}, t => $result{zombie}{t},
                     text => "<- $result{zombie}{code} $result{zombie}{body} (to a client that stopped listening)");

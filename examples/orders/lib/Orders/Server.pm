@@ -27,9 +27,10 @@ our %CRASH_POINTS = (
 my $json = JSON::PP->new->canonical;
 
 # dsn, lock_timeout ('2 seconds'), emit (sub taking an event hash), crash_at
-# (a key of %CRASH_POINTS, or undef), stall_at (likewise), stall_for
-# (seconds) and max_wait (an interval: wait for a twin in flight with
-# idem.claim_or_wait instead of answering 409).
+# (a key of %CRASH_POINTS, or undef), stall_at (likewise), stall_for (the
+# longest stall in seconds; SIGUSR1 ends it sooner) and max_wait (an
+# interval: wait for a twin in flight with idem.claim_or_wait instead of
+# answering 409).
 sub new {
     my ($class, %args) = @_;
     return bless {%args}, $class;
@@ -45,9 +46,16 @@ sub at_boundary {
     if (($self->{stall_at} // '') eq $here) {
         # Not dead, only slow (a GC pause, a stuck network): the attempt
         # goes on afterwards as if nothing happened - a zombie.
-        $self->emit(kind => 'stall', at => $here,
-                    text => "server stalls for $self->{stall_for} s $CRASH_POINTS{$here}");
-        Time::HiRes::sleep($self->{stall_for});
+        # It stalls until SIGUSR1 (the demo sends it once a retry has
+        # answered) or, at the latest, for stall_for seconds. The handler
+        # stays for the process's life: a late signal must not kill it.
+        my $woken = 0;
+        $SIG{USR1} = sub { $woken = 1 };
+        my $until = Time::HiRes::time() + $self->{stall_for};
+        $self->emit(kind => 'stall', at => $here, text => "server stalls $CRASH_POINTS{$here}");
+        while (!$woken && (my $left = $until - Time::HiRes::time()) > 0) {
+            Time::HiRes::sleep($left < 0.05 ? $left : 0.05);
+        }
         $self->emit(kind => 'wake', text => 'server wakes up and carries on with its old fence');
     }
     return unless ($self->{crash_at} // '') eq $here;
