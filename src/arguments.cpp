@@ -3,6 +3,7 @@
 #include <string>
 
 #include "errors.hpp"
+#include "message_text.hpp"
 
 namespace idem {
 
@@ -25,13 +26,9 @@ int char_length(const text *value) {
   return pg_mbstrlen_with_len(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
 }
 
-// Truncates an over-long name for messages so a 1 MB key does not become a 1 MB log line.
-const char *printable(const text *value) {
-  int bytes = VARSIZE_ANY_EXHDR(value);
-  if (bytes <= 300) return text_to_cstring(value);
-  int cut = pg_mbcliplen(VARDATA_ANY(value), bytes, 300);
-  return psprintf("%.*s...", cut, VARDATA_ANY(value));
-}
+// An over-long name is cut for messages (message_text.hpp), so a 1 MB key
+// does not become a 1 MB log line.
+const char *printable(const text *value) { return message_text::excerpt(value); }
 
 }  // namespace
 

@@ -87,7 +87,8 @@ void require_retention(FunctionCallInfo fcinfo) {
       psprintf("message %s of consumer %s was consumed with a different message_hash",
                literal(message_id), literal(consumer)),
       psprintf("consumer %s, message_id %s: stored hash %s, given %s.", literal(consumer),
-               literal(message_id), stored_hash, text_to_cstring(message_hash)),
+               literal(message_id), excerpt_text(stored_hash),
+               message_text::excerpt(message_hash)),
       "A broker redelivers the same body under one id; a different body needs a new message id.");
 }
 
