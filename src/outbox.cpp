@@ -2,6 +2,7 @@
 // PL/pgSQL functions they replace.
 #include "outbox.hpp"
 
+#include "arguments.hpp"
 #include "errors.hpp"
 #include "message_arguments.hpp"
 #include "spi_session.hpp"
@@ -148,11 +149,9 @@ Datum outbox_lease(FunctionCallInfo fcinfo) {
                 PG_ARGISNULL(0) ? "batch_limit was NULL."
                                 : psprintf("batch_limit was %d.", PG_GETARG_INT32(0)),
                 "Pass a positive number of rows.");
-  Interval zero = {};
-  if (PG_ARGISNULL(1) ||
-      !DatumGetBool(
-          DirectFunctionCall2(interval_gt, PG_GETARG_DATUM(1), IntervalPGetDatum(&zero))) ||
-      !compat::interval_is_finite(PG_GETARG_INTERVAL_P(1)))
+  // A lease that is not positive on every calendar would be over when
+  // granted, and the next lease would take the same event.
+  if (PG_ARGISNULL(1) || !interval_is_acceptable(PG_GETARG_INTERVAL_P(1), false))
     throw_error(sqlstate::bad_argument, "lease must be positive and finite",
                 psprintf("lease was %s.", PG_ARGISNULL(1) ? "NULL"
                                                           : DatumGetCString(DirectFunctionCall1(
