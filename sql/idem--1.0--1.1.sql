@@ -576,7 +576,8 @@ REVOKE ALL ON FUNCTION
     idem.extend_lock(text, text, bigint, interval)
 FROM PUBLIC;
 
--- The counters gain the waits', the bindings' and the completer's columns:
+-- The counters gain the waits', the bindings' and the completer's columns,
+-- and what wakes waiters (wait_attempts, wakeups_sent; src/wait_slots.hpp):
 -- the view and its function are made again with them (and their grants).
 DROP VIEW idem.stats;
 DROP FUNCTION idem.stats_counters();
@@ -606,6 +607,8 @@ CREATE FUNCTION idem.stats_counters(
     OUT completer_runs bigint,
     OUT completer_successes bigint,
     OUT completer_failures bigint,
+    OUT wait_attempts bigint,
+    OUT wakeups_sent bigint,
     OUT last_worker_round timestamptz,
     OUT stats_reset timestamptz)
 RETURNS SETOF record
@@ -624,6 +627,7 @@ SELECT s.datid, d.datname,
        END AS mean_wait_ms,
        s.polling_fallbacks, s.session_bound_takeovers,
        s.completer_runs, s.completer_successes, s.completer_failures,
+       s.wait_attempts, s.wakeups_sent,
        s.last_worker_round, s.stats_reset
   FROM idem.stats_counters() s
   LEFT JOIN pg_catalog.pg_database d ON d.oid = s.datid
