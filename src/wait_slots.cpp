@@ -68,7 +68,9 @@ void at_transaction_end(XactEvent event) {
 // ROLLBACK PREPARED wakes no one, as a rollback does not.
 void wake_after_commit_prepared(const Node *statement) {
   if (shared == nullptr || !IsA(statement, TransactionStmt)) return;
-  if (castNode(TransactionStmt, statement)->kind != TRANS_STMT_COMMIT_PREPARED) return;
+  // A plain cast after IsA: castNode takes a non-const pointer in assert builds.
+  if (reinterpret_cast<const TransactionStmt *>(statement)->kind != TRANS_STMT_COMMIT_PREPARED)
+    return;
   for (auto &stripe : shared->stripes) ConditionVariableBroadcast(&stripe);
   stats::count(stats::Counter::wakeups_sent);
 }
