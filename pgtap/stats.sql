@@ -10,7 +10,8 @@ SELECT columns_are('idem', 'stats', ARRAY['datid', 'datname', 'new_claim', 'repl
   'stale_fences', 'marked_succeeded', 'marked_failed_retryable', 'marked_failed_final',
   'recovery_points_set', 'rows_swept', 'rows_purged', 'worker_rounds', 'waits_started',
   'waits_answered', 'waits_timed_out', 'mean_wait_ms', 'polling_fallbacks', 'session_bound_takeovers',
-  'completer_runs', 'completer_successes', 'completer_failures', 'last_worker_round', 'stats_reset'],
+  'completer_runs', 'completer_successes', 'completer_failures', 'wait_attempts', 'wakeups_sent',
+  'last_worker_round', 'stats_reset'],
   'stats has the documented columns');
 SELECT columns_are('idem', 'key_health', ARRAY['scope', 'processing', 'stuck', 'oldest_processing_age',
   'expired_unpurged', 'oldest_expired_age', 'awaiting_completer'], 'key_health has the documented columns');

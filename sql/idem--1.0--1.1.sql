@@ -488,8 +488,10 @@ DECLARE
     base interval := COALESCE(pg_catalog.current_setting('idem.outbox_backoff_base', true), '1s')::interval;
     cap interval := COALESCE(pg_catalog.current_setting('idem.outbox_backoff_max', true), '10min')::interval;
 BEGIN
-    IF error IS NULL OR error OPERATOR(pg_catalog.=) '' OR retry_after OPERATOR(pg_catalog.<) interval '0'
-       OR NOT pg_catalog.isfinite(retry_after) THEN
+    -- idem.interval_is_positive is the rule of every interval idem takes
+    -- (section intervals, below); zero is allowed here: retry at once.
+    IF error IS NULL OR error OPERATOR(pg_catalog.=) ''
+       OR NOT idem.interval_is_positive(retry_after, true) THEN
         RAISE EXCEPTION 'error must be given and retry_after must be finite and not negative'
             USING ERRCODE = 'P4004',
                   DETAIL = pg_catalog.format('outbox_failed(%s): error %L, retry_after %s.', id, error,
@@ -606,7 +608,8 @@ REVOKE ALL ON FUNCTION
     idem.extend_lock(text, text, bigint, interval)
 FROM PUBLIC;
 
--- The counters gain the waits', the bindings' and the completer's columns:
+-- The counters gain the waits', the bindings' and the completer's columns,
+-- and what wakes waiters (wait_attempts, wakeups_sent; src/wait_slots.hpp):
 -- the view and its function are made again with them (and their grants).
 DROP VIEW idem.stats;
 DROP FUNCTION idem.stats_counters();
@@ -636,6 +639,8 @@ CREATE FUNCTION idem.stats_counters(
     OUT completer_runs bigint,
     OUT completer_successes bigint,
     OUT completer_failures bigint,
+    OUT wait_attempts bigint,
+    OUT wakeups_sent bigint,
     OUT last_worker_round timestamptz,
     OUT stats_reset timestamptz)
 RETURNS SETOF record
@@ -654,6 +659,7 @@ SELECT s.datid, d.datname,
        END AS mean_wait_ms,
        s.polling_fallbacks, s.session_bound_takeovers,
        s.completer_runs, s.completer_successes, s.completer_failures,
+       s.wait_attempts, s.wakeups_sent,
        s.last_worker_round, s.stats_reset
   FROM idem.stats_counters() s
   LEFT JOIN pg_catalog.pg_database d ON d.oid = s.datid
@@ -804,3 +810,35 @@ SELECT coalesce(f.scope, p.scope, c.scope) AS scope,
   FULL JOIN awaiting_purge p ON p.scope = f.scope
   FULL JOIN awaiting_completer c ON c.scope = coalesce(f.scope, p.scope);
 -- ==== end policy ====
+
+-- ==== intervals: one rule for every interval idem accepts ====
+-- Every interval argument (lock_timeout, retention, max_wait, extend_by,
+-- consume_once's retention, outbox_lease's lease, outbox_failed's
+-- retry_after) and every interval column of idem.scope_policy is judged by
+-- one C rule (src/interval_rule.hpp): finite, and positive from every
+-- moment, a month counting as 28 days when added and 31 when subtracted, a
+-- day as 24 hours less an hour for a daylight-saving change. PostgreSQL's
+-- interval '> 0' counts a month as 30 days and lets '-1 mon 31 days' (no
+-- time at all after a 31-day month) through. or_zero: not negative instead
+-- (retry_after). NULL for a NULL value, so a CHECK passes "not set here".
+-- PUBLIC may execute it: a CHECK runs it as the role that writes the row,
+-- and it reads nothing but its arguments.
+CREATE FUNCTION idem.interval_is_positive(value interval, or_zero boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idem_interval_is_positive'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION idem.interval_is_positive(interval, boolean) IS
+    'idem''s rule for intervals: finite and positive from every moment (or not negative, with or_zero).';
+GRANT EXECUTE ON FUNCTION idem.interval_is_positive(interval, boolean) TO PUBLIC;
+
+ALTER TABLE idem.scope_policy
+    DROP CONSTRAINT scope_policy_lock_timeout_positive,
+    DROP CONSTRAINT scope_policy_retention_positive,
+    DROP CONSTRAINT scope_policy_completer_delay_positive,
+    ADD CONSTRAINT scope_policy_lock_timeout_positive
+        CHECK (idem.interval_is_positive(lock_timeout)),
+    ADD CONSTRAINT scope_policy_retention_positive
+        CHECK (idem.interval_is_positive(retention)),
+    ADD CONSTRAINT scope_policy_completer_delay_positive
+        CHECK (idem.interval_is_positive(completer_delay));
+-- ==== end intervals ====

@@ -3,6 +3,8 @@
 #include <string>
 
 #include "errors.hpp"
+#include "interval_rule.hpp"
+#include "message_text.hpp"
 
 namespace idem {
 
@@ -25,13 +27,9 @@ int char_length(const text *value) {
   return pg_mbstrlen_with_len(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
 }
 
-// Truncates an over-long name for messages so a 1 MB key does not become a 1 MB log line.
-const char *printable(const text *value) {
-  int bytes = VARSIZE_ANY_EXHDR(value);
-  if (bytes <= 300) return text_to_cstring(value);
-  int cut = pg_mbcliplen(VARDATA_ANY(value), bytes, 300);
-  return psprintf("%.*s...", cut, VARDATA_ANY(value));
-}
+// An over-long name is cut for messages (message_text.hpp), so a 1 MB key
+// does not become a 1 MB log line.
+const char *printable(const text *value) { return message_text::excerpt(value); }
 
 }  // namespace
 
@@ -132,6 +130,18 @@ bool optional_response_code(FunctionCallInfo fcinfo, int argno, bool required,
   return true;
 }
 
+bool interval_is_acceptable(const Interval *value, bool or_zero) {
+  if (!compat::interval_is_finite(value)) return false;
+  return or_zero ? interval_rule::is_not_negative(value->month, value->day, value->time)
+                 : interval_rule::is_positive(value->month, value->day, value->time);
+}
+
+Datum interval_is_positive_sql(FunctionCallInfo fcinfo) {
+  if (PG_ARGISNULL(0)) PG_RETURN_NULL();
+  bool or_zero = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
+  PG_RETURN_BOOL(interval_is_acceptable(PG_GETARG_INTERVAL_P(0), or_zero));
+}
+
 const Interval *require_finite_interval(FunctionCallInfo fcinfo, int argno, const char *what,
                                         const KeyName &name) {
   const Interval *given = PG_GETARG_INTERVAL_P(argno);
@@ -155,17 +165,7 @@ bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
     return true;
   }
   const Interval *given = require_finite_interval(fcinfo, argno, what, name);
-  // Positive means "ends after now" on the calendar the claim will use: a
-  // 30-day-month comparison would let '-1 mon 31 days' through, which adds
-  // up to nothing after a 31-day month. Only mixed signs need the calendar;
-  // no positive part at all is refused before any arithmetic can overflow.
-  bool has_positive_part = given->month > 0 || given->day > 0 || given->time > 0;
-  bool positive = has_positive_part;
-  if (has_positive_part && (given->month < 0 || given->day < 0 || given->time < 0)) {
-    TimestampTz end = DatumGetTimestampTz(DirectFunctionCall2(
-        timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(given)));
-    positive = end > now;
-  }
+  bool positive = interval_is_acceptable(given, false);
   if (!positive)
     throw_key_error(sqlstate::bad_argument, psprintf("%s must be a positive interval", what),
                     name, psprintf("Pass a positive %s such as '30 seconds', or NULL for the "
@@ -179,6 +179,9 @@ TimestampTz require_positive_interval(FunctionCallInfo fcinfo, int argno, const 
   if (PG_ARGISNULL(argno))
     throw_key_error(sqlstate::bad_argument, psprintf("%s must not be NULL", what), name, hint);
   const Interval *given = require_finite_interval(fcinfo, argno, what, name);
+  if (!interval_is_acceptable(given, false))
+    throw_key_error(sqlstate::bad_argument, psprintf("%s must be a positive interval", what), name,
+                    hint);
   TimestampTz end = DatumGetTimestampTz(DirectFunctionCall2(
       timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(given)));
   if (end <= now)

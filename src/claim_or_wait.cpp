@@ -100,11 +100,13 @@ Datum claim_or_wait(FunctionCallInfo fcinfo) {
     bool waited = false;
     for (;;) {
       claim_attempt(&request, &answer);
+      if (waited) stats::count(stats::Counter::wait_attempts);
       TimestampTz now = GetCurrentTimestamp();
       if (answer.kind != ClaimKind::processing_active || now >= deadline) break;
       if (!waited) {
         waited = true;
         stats::count(stats::Counter::waits_started);
+        stats::count(stats::Counter::wait_attempts);  // the attempt that found the key in flight
         if (!wake) stats::count(stats::Counter::polling_fallbacks);
       }
       long sleep_ms = ms_until(now, deadline);

@@ -3,6 +3,7 @@
 // background workers' mains (bgw_function_name). Each is a thin extern "C"
 // shim around one guard (guard.hpp explains the error boundary); the bodies
 // live in the files named by the headers below. _PG_init is in module.cpp.
+#include "arguments.hpp"
 #include "guard.hpp"
 #include "inbox.hpp"
 #include "invariants.hpp"
@@ -34,6 +35,7 @@ IDEM_SQL_FUNCTION(request_hash_bytea, idem::request_hash_bytea)
 IDEM_SQL_FUNCTION(typical_duration, idem::typical_duration)
 IDEM_SQL_FUNCTION(mark_succeeded_returning, idem::mark_succeeded_returning_once)
 IDEM_SQL_FUNCTION(mark_failed_returning, idem::mark_failed_returning_once)
+IDEM_SQL_FUNCTION(interval_is_positive, idem::interval_is_positive_sql)
 
 // The inbox and the outbox (inbox.hpp, outbox.hpp).
 IDEM_SQL_FUNCTION(consume_once, idem::consume_once)

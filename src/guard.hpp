@@ -10,7 +10,8 @@
 //   - run_guarded catches every exception, copies its text into fixed buffers
 //     on its own frame (no Postgres call inside a catch block, where a longjmp
 //     would strand the exception), and only after the catch has ended calls
-//     ereport();
+//     ereport(); a text too long for its buffer is cut there, at a character
+//     boundary (message_text.hpp), and marked "...";
 //   - it checks that the body left PG_exception_stack as it found it: a
 //     PG_TRY left by return, break or a C++ throw leaves it pointing into a
 //     dead frame, where the next ereport(ERROR) would jump. That is a bug in
@@ -27,20 +28,27 @@
 namespace idem {
 
 // Error text captured while an exception is live, reported once it is gone.
+// Each text is copied whole when it fits; a longer one is copied up to its
+// buffer's end less room for "...", and cut to a character boundary when
+// reported (the copy runs inside a catch block, where no Postgres function
+// may be called).
 struct CapturedError {
   char sqlstate[6];
-  char message[512];
-  char detail[1024];
-  char hint[512];
+  char message[1024];
+  char detail[4096];
+  char hint[1024];
   bool has_detail;
   bool has_hint;
+  bool message_cut;
+  bool detail_cut;
+  bool hint_cut;
 };
 
 void capture_error(CapturedError *out, const char *sqlstate, const char *message,
                    const char *detail, const char *hint) noexcept;
 
 // Raises the captured error with ereport(ERROR); never returns.
-[[noreturn]] void report_captured_error(const CapturedError *error);
+[[noreturn]] void report_captured_error(CapturedError *error);
 
 IDEM_LONGJMP_SAFE(CapturedError);
 

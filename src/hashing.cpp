@@ -26,9 +26,16 @@ void sha256_hex(const void *data, size_t length, char *out) {
   out[sha256_hex_length] = '\0';
 }
 
-void canonical_json_sha256_hex(const char *json, size_t length, char *out) {
-  std::string canonical = jcs::canonicalize(std::string_view(json, length));
+bool canonical_json_sha256_hex(const char *json, size_t length, char *out,
+                               bool (*interrupt_pending)()) {
+  std::string canonical;
+  try {
+    canonical = jcs::canonicalize(std::string_view(json, length), interrupt_pending);
+  } catch (const jcs::Interrupted &) {
+    return false;  // the parser's memory is freed by now
+  }
   sha256_hex(canonical.data(), canonical.size(), out);
+  return true;
 }
 
 }  // namespace idem

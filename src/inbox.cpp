@@ -9,6 +9,7 @@
 // replace (sql/idem--1.0--1.1.sql, section inbox).
 #include "inbox.hpp"
 
+#include "arguments.hpp"
 #include "errors.hpp"
 #include "key_probe.hpp"
 #include "message_arguments.hpp"
@@ -65,15 +66,11 @@ TimestampTz message_expiry(FunctionCallInfo fcinfo, const text *consumer, Timest
                                                  IntervalPGetDatum(&retention)));
 }
 
-// A given retention must be positive (interval comparison, as the SQL's
-// retention <= '0') and finite: P4004.
+// A given retention must be positive and finite (interval_is_acceptable): P4004.
 void require_retention(FunctionCallInfo fcinfo) {
   if (PG_ARGISNULL(3)) return;
   Interval *given = PG_GETARG_INTERVAL_P(3);
-  Interval zero = {};
-  bool positive = DatumGetBool(
-      DirectFunctionCall2(interval_gt, IntervalPGetDatum(given), IntervalPGetDatum(&zero)));
-  if (positive && compat::interval_is_finite(given)) return;
+  if (interval_is_acceptable(given, false)) return;
   throw_error(sqlstate::bad_argument, "retention must be positive and finite",
               psprintf("retention was %s.", DatumGetCString(DirectFunctionCall1(
                                                 interval_out, IntervalPGetDatum(given)))),
@@ -87,7 +84,8 @@ void require_retention(FunctionCallInfo fcinfo) {
       psprintf("message %s of consumer %s was consumed with a different message_hash",
                literal(message_id), literal(consumer)),
       psprintf("consumer %s, message_id %s: stored hash %s, given %s.", literal(consumer),
-               literal(message_id), stored_hash, text_to_cstring(message_hash)),
+               literal(message_id), excerpt_text(stored_hash),
+               message_text::excerpt(message_hash)),
       "A broker redelivers the same body under one id; a different body needs a new message id.");
 }
 

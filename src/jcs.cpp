@@ -161,7 +161,8 @@ void append_utf16(char32_t cp, std::u16string &out) {
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : in_(text) {}
+  Parser(std::string_view text, InterruptPending interrupt_pending)
+      : in_(text), interrupt_pending_(interrupt_pending) {}
 
   std::string run() {
     pool_.reserve(in_.size());
@@ -191,7 +192,15 @@ class Parser {
     Item value;
   };
 
+  // Counts a value parsed or written; every interrupt_check_items, asks.
+  void tick() {
+    if (interrupt_pending_ != nullptr && ++ticks_ % interrupt_check_items == 0 &&
+        interrupt_pending_())
+      throw Interrupted();
+  }
+
   Item value(int depth) {
+    tick();
     skip_whitespace();
     if (pos_ == in_.size()) fail("unexpected end of input, expected a value");
     switch (in_[pos_]) {
@@ -518,7 +527,8 @@ class Parser {
   }
 
   // Recursion depth is bounded by max_depth, as in the parser.
-  void emit(const Item &item, std::string &out) const {
+  void emit(const Item &item, std::string &out) {
+    tick();
     switch (item.kind) {
       case Kind::scalar:
         out.append(pool_, item.begin, item.end - item.begin);
@@ -569,6 +579,8 @@ class Parser {
   }
 
   std::string_view in_;
+  InterruptPending interrupt_pending_;
+  unsigned ticks_ = 0;
   std::size_t pos_ = 0;
   std::string pool_;         // canonical text of every scalar and member name
   std::vector<Item> items_;  // children of every array and object
@@ -576,7 +588,11 @@ class Parser {
 
 }  // namespace
 
-std::string canonicalize(std::string_view json) { return Parser(json).run(); }
+std::string canonicalize(std::string_view json) { return Parser(json, nullptr).run(); }
+
+std::string canonicalize(std::string_view json, InterruptPending interrupt_pending) {
+  return Parser(json, interrupt_pending).run();
+}
 
 std::string ecmascript_number(double value) {
   if (!std::isfinite(value))

@@ -2,6 +2,7 @@
 // Pure C++: no Postgres header, so it can be unit-tested and fuzzed alone.
 #pragma once
 
+#include <exception>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,22 @@ inline constexpr int max_depth = 1000;
 // numerically equal to what was sent (docs/design.md: two amounts must never share
 // a fingerprint).
 std::string canonicalize(std::string_view json);
+
+// Asked every interrupt_check_items values parsed or written: true when the
+// caller must stop (a cancel, statement_timeout or terminate is pending).
+// Pure code cannot serve the interrupt itself (Postgres would longjmp past
+// its destructors), so it stops by throwing Interrupted, and the caller
+// serves the interrupt once the C++ frames are gone.
+using InterruptPending = bool (*)();
+inline constexpr unsigned interrupt_check_items = 1024;
+
+class Interrupted : public std::exception {
+ public:
+  const char *what() const noexcept override { return "JSON canonicalization interrupted"; }
+};
+
+// canonicalize, stopping with Interrupted when interrupt_pending says so.
+std::string canonicalize(std::string_view json, InterruptPending interrupt_pending);
 
 // ECMAScript Number::toString of a finite double (shortest round trip):
 // 1e21 -> "1e+21", 1.0 -> "1", -0.0 -> "0", 1e-7 -> "1e-7".

@@ -1,6 +1,7 @@
 #include "message_arguments.hpp"
 
 #include "errors.hpp"
+#include "message_text.hpp"
 
 namespace idem::message_arguments {
 
@@ -10,10 +11,11 @@ const text *text_argument(FunctionCallInfo fcinfo, int argno) {
 
 const char *literal(const text *value, int max_chars) {
   if (value == nullptr) return "NULL";
-  const char *data = VARDATA_ANY(value);
-  int bytes = VARSIZE_ANY_EXHDR(value);
-  if (max_chars >= 0) bytes = pg_mbcharcliplen(data, bytes, max_chars);
-  return quote_literal_cstr(pnstrdup(data, bytes));
+  return quote_literal_cstr(message_text::excerpt(value, max_chars));
+}
+
+const char *excerpt_text(const char *value) {
+  return message_text::excerpt(value, static_cast<int>(strlen(value)));
 }
 
 bool name_fits(const text *value) {

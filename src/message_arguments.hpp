@@ -3,6 +3,7 @@
 // errors users see did not change with the move to C++.
 #pragma once
 
+#include "message_text.hpp"
 #include "pg.hpp"
 
 namespace idem::message_arguments {
@@ -15,9 +16,12 @@ inline constexpr int detail_name_chars = 40;
 // A text argument, detoasted, or nullptr for NULL.
 const text *text_argument(FunctionCallInfo fcinfo, int argno);
 
-// format()'s %L: the quoted literal (cut to max_chars characters when
-// max_chars >= 0), or NULL unquoted.
-const char *literal(const text *value, int max_chars = -1);
+// format()'s %L: the quoted literal, cut to max_chars characters as every
+// quoted text is (message_text.hpp), or NULL unquoted.
+const char *literal(const text *value, int max_chars = message_text::max_quoted_chars);
+
+// A text that is not a name (a hash, a payload), cut as a message quotes it.
+const char *excerpt_text(const char *value);
 
 // 1 to max_name_chars characters.
 bool name_fits(const text *value);

@@ -3,6 +3,7 @@
 #include "pg.hpp"
 #include "settings.hpp"
 #include "shared_memory.hpp"
+#include "wait_slots.hpp"
 #include "worker.hpp"
 
 extern "C" {
@@ -21,6 +22,7 @@ void _PG_init(void) {
   // before the hooks that allocate it.
   idem::register_background_workers();
   idem::install_shared_memory_hooks();
+  idem::wait_slots::install_commit_prepared_hook();
   MarkGUCPrefixReserved("idem");
 }
 }

@@ -2,6 +2,7 @@
 // PL/pgSQL functions they replace.
 #include "outbox.hpp"
 
+#include "arguments.hpp"
 #include "errors.hpp"
 #include "message_arguments.hpp"
 #include "spi_session.hpp"
@@ -21,6 +22,10 @@ using namespace message_arguments;
 constexpr int32 aggregate_lock_class = 1768187245;
 // The columns of outbox_lease's result (its RETURNS TABLE).
 constexpr int lease_columns = 11;
+// The bytes of scope, key and event_type together that an entry of the
+// unique index outbox_event_identity can hold, with its headers and
+// alignment, under btree's limit of a third of a page (2,704 bytes).
+constexpr int max_identity_bytes = 2600;
 
 void require_event(FunctionCallInfo fcinfo, const text *scope, const text *key,
                    const text *event_type) {
@@ -38,8 +43,38 @@ void require_event(FunctionCallInfo fcinfo, const text *scope, const text *key,
                          literal(key), literal(event_type),
                          PG_ARGISNULL(3)
                              ? "NULL"
-                             : DatumGetCString(DirectFunctionCall1(jsonb_out, PG_GETARG_DATUM(3)))),
+                             : excerpt_text(DatumGetCString(
+                                   DirectFunctionCall1(jsonb_out, PG_GETARG_DATUM(3))))),
                 "Name the event type and pass a jsonb payload ('{}' for none).");
+  if (!name_fits(event_type))
+    throw_error(sqlstate::bad_argument, "event_type must be 1 to 255 characters",
+                psprintf("scope %s, key %s: event_type %s.", literal(scope), literal(key),
+                         literal(event_type, detail_name_chars)),
+                "Name the event type in at most 255 characters, such as 'order.created'.");
+  for (int argno : {4, 5}) {
+    const text *aggregate = text_argument(fcinfo, argno);
+    if (aggregate != nullptr && !name_fits(aggregate) && VARSIZE_ANY_EXHDR(aggregate) > 0)
+      throw_error(sqlstate::bad_argument,
+                  psprintf("%s must be at most 255 characters",
+                           argno == 4 ? "aggregate_type" : "aggregate_id"),
+                  psprintf("scope %s, key %s: %s %s.", literal(scope), literal(key),
+                           argno == 4 ? "aggregate_type" : "aggregate_id",
+                           literal(aggregate, detail_name_chars)),
+                  "Name the aggregate in at most 255 characters, such as its primary key.");
+  }
+  // scope, key and event_type are one entry of the outbox's unique index,
+  // which holds at most about 2,700 bytes: reachable only with characters of
+  // four bytes in all three.
+  int identity_bytes = VARSIZE_ANY_EXHDR(scope) + VARSIZE_ANY_EXHDR(key) +
+                       VARSIZE_ANY_EXHDR(event_type);
+  if (identity_bytes > max_identity_bytes)
+    throw_error(sqlstate::bad_argument, "scope, key and event_type are too long together",
+                psprintf("scope %s, key %s, event_type %s: %d bytes in the server's encoding; "
+                         "at most %d fit the outbox's index.",
+                         literal(scope, detail_name_chars), literal(key, detail_name_chars),
+                         literal(event_type, detail_name_chars), identity_bytes,
+                         max_identity_bytes),
+                "Use a shorter event_type.");
 }
 
 // An aggregate's events must commit in id order, or a relay could lease
@@ -114,11 +149,9 @@ Datum outbox_lease(FunctionCallInfo fcinfo) {
                 PG_ARGISNULL(0) ? "batch_limit was NULL."
                                 : psprintf("batch_limit was %d.", PG_GETARG_INT32(0)),
                 "Pass a positive number of rows.");
-  Interval zero = {};
-  if (PG_ARGISNULL(1) ||
-      !DatumGetBool(
-          DirectFunctionCall2(interval_gt, PG_GETARG_DATUM(1), IntervalPGetDatum(&zero))) ||
-      !compat::interval_is_finite(PG_GETARG_INTERVAL_P(1)))
+  // A lease that is not positive on every calendar would be over when
+  // granted, and the next lease would take the same event.
+  if (PG_ARGISNULL(1) || !interval_is_acceptable(PG_GETARG_INTERVAL_P(1), false))
     throw_error(sqlstate::bad_argument, "lease must be positive and finite",
                 psprintf("lease was %s.", PG_ARGISNULL(1) ? "NULL"
                                                           : DatumGetCString(DirectFunctionCall1(

@@ -48,12 +48,15 @@ enum class Counter {
   completer_runs,       // completers called on a key the worker had claimed
   completer_successes,  // ... that recorded an outcome with the worker's fence
   completer_failures,   // ... that raised, were cancelled, or recorded nothing
+  // what wakes a waiter, and what the waiters did when woken (wait_slots.hpp)
+  wait_attempts,  // claim attempts of the calls that waited, the first included
+  wakeups_sent,   // commits that woke waiters: an outcome's commit, a COMMIT PREPARED
 };
 // The columns after the claim kinds follow them without a gap.
 static_assert(static_cast<int>(Counter::request_mismatches) ==
                   static_cast<int>(ClaimKind::final_failure) + 1,
               "idem.stats columns: the claim kinds come first, in ClaimKind order");
-inline constexpr int counter_count = static_cast<int>(Counter::completer_failures) + 1;
+inline constexpr int counter_count = static_cast<int>(Counter::wakeups_sent) + 1;
 
 // Databases with a row of their own; events of any further database are
 // counted together in one overflow row (datid NULL in idem.stats). A row of a

@@ -2,12 +2,14 @@
 #include "wait_slots.hpp"
 
 #include "guard.hpp"
+#include "stats.hpp"
 
 extern "C" {
 #include "access/hash.h"
 #include "access/xlog.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
+#include "tcop/utility.h"
 #include "utils/wait_event.h"
 }
 
@@ -38,18 +40,42 @@ void forget_pending() {
 }
 
 // After commit the outcome is visible to every new snapshot: broadcast.
-// After abort (or PREPARE, whose outcome is not visible until COMMIT
-// PREPARED) nothing changed that a waiter could see.
+// After abort nothing changed that a waiter could see. After PREPARE
+// nothing is visible yet either: the outcome becomes visible at COMMIT
+// PREPARED, which may run in any session, where wake_after_commit_prepared
+// wakes every stripe.
 void at_transaction_end(XactEvent event) {
   if (!pending_any) return;
-  if (event == XACT_EVENT_COMMIT && shared != nullptr)
+  if (event == XACT_EVENT_COMMIT && shared != nullptr) {
     for (int w = 0; w < words; ++w)
       for (int bit = 0; bit < 64; ++bit)
         if (pending[w] & (uint64{1} << bit)) ConditionVariableBroadcast(&shared->stripes[w * 64 + bit]);
+    stats::count(stats::Counter::wakeups_sent);
+  }
   if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
       event == XACT_EVENT_PARALLEL_ABORT)
     forget_pending();
 }
+
+// A prepared transaction's outcomes become visible when COMMIT PREPARED
+// returns, in whatever session runs it; nothing in the prepared state says
+// which keys they were (an extension cannot add to a prepared transaction's
+// state file, and the session that prepared it may be gone, or the server
+// restarted since). So every stripe is broadcast: each waiter claims again,
+// the waiters of that transaction's keys find their outcome, and any other
+// goes back to sleep after one look. COMMIT PREPARED is rare and each
+// broadcast of a stripe nobody waits on is a spinlock and an empty list.
+// ROLLBACK PREPARED wakes no one, as a rollback does not.
+void wake_after_commit_prepared(const Node *statement) {
+  if (shared == nullptr || !IsA(statement, TransactionStmt)) return;
+  // A plain cast after IsA: castNode takes a non-const pointer in assert builds.
+  if (reinterpret_cast<const TransactionStmt *>(statement)->kind != TRANS_STMT_COMMIT_PREPARED)
+    return;
+  for (auto &stripe : shared->stripes) ConditionVariableBroadcast(&stripe);
+  stats::count(stats::Counter::wakeups_sent);
+}
+
+ProcessUtility_hook_type previous_process_utility = nullptr;
 
 uint32 wait_event = 0;
 ConditionVariable *prepared = nullptr;  // the stripe this backend waits on
@@ -68,6 +94,29 @@ extern "C" {
 static void idem_wait_slots_xact_callback(XactEvent event, void *) {
   idem::run_guarded([event]() -> Datum {
     idem::wait_slots::at_transaction_end(event);
+    return 0;
+  });
+}
+
+// Runs the statement as it would run without idem; a COMMIT PREPARED that
+// returned has made its transaction's outcomes visible: wake the waiters.
+// The statement itself runs outside the guard: it is not idem's code, and
+// this frame holds nothing a longjmp could skip; only idem's part is guarded
+// (every utility statement, nested ones included, would otherwise carry the
+// guard's error buffers on its stack).
+static void idem_wait_slots_process_utility(PlannedStmt *statement, const char *query_string,
+                                            bool read_only_tree, ProcessUtilityContext context,
+                                            ParamListInfo params, QueryEnvironment *environment,
+                                            DestReceiver *destination, QueryCompletion *completion) {
+  if (idem::wait_slots::previous_process_utility != nullptr)
+    idem::wait_slots::previous_process_utility(statement, query_string, read_only_tree, context,
+                                               params, environment, destination, completion);
+  else
+    standard_ProcessUtility(statement, query_string, read_only_tree, context, params, environment,
+                            destination, completion);
+  const Node *utility = statement->utilityStmt;
+  idem::run_guarded([utility]() -> Datum {
+    idem::wait_slots::wake_after_commit_prepared(utility);
     return 0;
   });
 }
@@ -120,6 +169,11 @@ void wake_at_commit(uint32 stripe) {
 
 void wake_now(uint32 stripe) {
   if (shared != nullptr) ConditionVariableBroadcast(&shared->stripes[stripe]);
+}
+
+void install_commit_prepared_hook() {
+  previous_process_utility = ProcessUtility_hook;
+  ProcessUtility_hook = idem_wait_slots_process_utility;
 }
 
 Size shared_size() { return sizeof(Stripes); }

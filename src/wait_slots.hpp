@@ -7,7 +7,11 @@
 // a woken waiter claims again and goes back to sleep if its own key has no
 // outcome yet. An owner's mark_succeeded / mark_failed notes the stripe, and
 // the stripe is broadcast when (and only when) the owner's transaction
-// commits: a rollback wakes no one.
+// commits: a rollback wakes no one. A prepared transaction's outcomes wake
+// nobody at PREPARE (nothing is visible yet); COMMIT PREPARED, in whatever
+// session runs it, wakes every stripe (wait_slots.cpp says why), and
+// ROLLBACK PREPARED no one. idem.stats counts the commits that woke
+// (wakeups_sent) and the claims the waiters made (wait_attempts).
 //
 // Without the preload, and on a hot standby (where no owner commits in this
 // server), there is nothing to wake a waiter: it polls with a bounded backoff.
@@ -42,6 +46,10 @@ void wake_at_commit(uint32 stripe);
 
 // Broadcasts the stripe now (a bound session's end).
 void wake_now(uint32 stripe);
+
+// Wakes every stripe after each COMMIT PREPARED (a ProcessUtility hook,
+// chained to any installed before); called once, from _PG_init.
+void install_commit_prepared_hook();
 
 // The table in shared memory (shared_memory.cpp).
 Size shared_size();

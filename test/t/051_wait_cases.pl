@@ -17,6 +17,11 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
+# Every answer here should come at once: 30 s is plenty on a loaded machine,
+# and a slip that stops one (a lost lock-end timer, a lost wakeup) fails in
+# seconds, not at the default deadline.
+$IdemWait::deadline_seconds = 30;
+
 my $node = start_waiting_node('wait_cases');
 my $monitor = connect_db($node);
 my $owner = connect_db($node);

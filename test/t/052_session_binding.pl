@@ -16,6 +16,11 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
+# Every answer here should come at once: 30 s is plenty on a loaded machine,
+# and a slip that stops one (a live session read as ended, or the reverse)
+# fails in seconds, not at the default deadline.
+$IdemWait::deadline_seconds = 30;
+
 my $node = start_waiting_node('session_binding',
 	"restart_after_crash = on\nidem.lock_timeout = '" . NO_END_BEFORE_DEADLINE . "'\n");
 

@@ -222,11 +222,11 @@ sub dsn_of {
 
 # The one way the proof tests wait: polls $cond->() every $interval seconds
 # (0.02 unless given) until it returns a true value, which it returns, or
-# until the default deadline passes, when it returns undef and says what it
-# waited for.
+# until the deadline passes ($seconds, else the default deadline), when it
+# returns undef and says what it waited for.
 sub poll_until {
-	my ($what, $cond, $interval) = @_;
-	my $deadline = now() + $PostgreSQL::Test::Utils::timeout_default;
+	my ($what, $cond, $interval, $seconds) = @_;
+	my $deadline = now() + ($seconds // $PostgreSQL::Test::Utils::timeout_default);
 	while (1) {
 		my $got = $cond->();
 		return $got if $got;

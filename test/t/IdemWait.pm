@@ -30,6 +30,12 @@ our @EXPORT_OK = qw(start_waiting_node connect_db start_wait answer_of wait_unti
 # 180 s unless PG_TEST_TIMEOUT_DEFAULT says otherwise).
 use constant NO_END_BEFORE_DEADLINE => '1 hour';
 
+# The deadline, in seconds, of every wait of these helpers for something
+# that should come at once (an answer, a backend going to sleep); the
+# default deadline unless a test sets a shorter one of its own, so that a
+# slip that stops the answer fails the test in seconds instead of minutes.
+our $deadline_seconds;
+
 # A cluster that preloads idem (worker off: nothing but the test changes
 # keys), with idem created in "postgres". Extra configuration lines follow.
 sub start_waiting_node {
@@ -67,16 +73,17 @@ sub start_wait {
 }
 
 # True once the statement start_wait sent on $dbh has its answer (or its
-# error) ready; false if the default deadline passed first.
+# error) ready; false if the deadline passed first.
 sub answered_before_deadline {
 	my ($dbh) = @_;
 	# pg_ready is 0 while the statement runs; it is anything else (or it
 	# raises) once the statement is answered or its backend is gone.
-	return poll_until('a wait\'s answer', sub { (eval { $dbh->pg_ready } // 1) != 0 }, 0.001) ? 1 : 0;
+	return poll_until('a wait\'s answer', sub { (eval { $dbh->pg_ready } // 1) != 0 }, 0.001,
+		$deadline_seconds) ? 1 : 0;
 }
 
 # The answer row of a statement start_wait sent; dies if it has not come by
-# the default deadline.
+# the deadline.
 sub answer_of {
 	my ($sth) = @_;
 	unless (answered_before_deadline($sth->{Database})) {
@@ -90,11 +97,11 @@ sub answer_of {
 }
 
 # Returns once every backend in @pids sleeps in idem's wait (wait event type
-# Extension), or dies at the default deadline.
+# Extension), or dies at the deadline.
 sub wait_until_waiting {
 	my ($monitor, @pids) = @_;
 	my $list = join(',', @pids);
-	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	my $deadline = time() + ($deadline_seconds // $PostgreSQL::Test::Utils::timeout_default);
 	while (1) {
 		my ($n) = $monitor->selectrow_array(
 			"SELECT count(*) FROM pg_stat_activity WHERE pid IN ($list)
