@@ -48,6 +48,7 @@ GRANT EXECUTE ON FUNCTION idem.mark_succeeded(text, text, bigint, integer, jsonb
 GRANT SELECT ON idem.idempotency_request TO victim;
 CREATE SCHEMA hostile AUTHORIZATION hostile;
 GRANT USAGE ON SCHEMA hostile TO PUBLIC;
+CREATE SCHEMA victim AUTHORIZATION victim;
 
 SET ROLE hostile;
 -- A shadow of public.observed that anyone may write: a completer whose
@@ -144,7 +145,7 @@ RESET ROLE;
 SET ROLE victim;
 -- Another role's completer: records what its session looks like, writing
 -- to "observed" and reading pg_stat_activity unqualified on purpose.
-CREATE FUNCTION public.victim_completer($completer_args) RETURNS void LANGUAGE plpgsql AS \$\$
+CREATE FUNCTION victim.victim_completer($completer_args) RETURNS void LANGUAGE plpgsql AS \$\$
 BEGIN
   INSERT INTO observed (via, what, value) VALUES
     ('victim', 'search_path', current_setting('search_path')),
@@ -169,7 +170,7 @@ INSERT INTO idem.scope_policy (scope, completer) VALUES
   ('h_cursor',    'hostile.held_cursor$signature'),
   ('h_temp',      'hostile.temp_objects$signature'),
   ('h_set_role',  'hostile.set_role$signature'),
-  ('victim',      'public.victim_completer$signature');
+  ('victim',      'victim.victim_completer$signature');
 });
 
 # The hostile keys first: clients claim and vanish (a 1 s lock).
@@ -193,7 +194,7 @@ SELECT status = 'succeeded' FROM idem.idempotency_request WHERE scope = 'victim'
 sub observed {
 	my ($via) = @_;
 	return $node->safe_psql('postgres', qq{
-SELECT string_agg(what || '=' || coalesce(value, '<null>'), ' ' ORDER BY what)
+SELECT string_agg(what || '=' || coalesce(value, '<null>'), ' ' ORDER BY what COLLATE "C")
   FROM public.observed WHERE via = '$via'});
 }
 
@@ -218,8 +219,8 @@ is($node->safe_psql('postgres',
 is(observed('victim'),
 	join(' ',
 		'backend_type=idem completer',
-		'cursors=0',
 		'current_user=victim',
+		'cursors=0',
 		'idem.lock_timeout=5min',
 		'lock seconds=300',
 		'search_path="$user", public',
