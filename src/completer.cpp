@@ -192,11 +192,17 @@ CompleterRun *active_run_memory() {
 // An error or the worker's exit while a run is registered: the completer
 // must not go on without the worker (it would wait for `go` forever, or run
 // past a claim that was never committed).
-void stop_active_run(int, Datum) {
+void stop_active_run() {
   if (active_run.handle != nullptr) TerminateBackgroundWorker(active_run.handle);
   if (active_run.segment != nullptr) dsm_detach(active_run.segment);
   active_run = ActiveRun{nullptr, nullptr};
 }
+
+// Registered once per process rather than around each run (as
+// PG_ENSURE_ERROR_CLEANUP would): the claim inside a run may register exit
+// callbacks of its own (session_binding.cpp), which a per-run callback's
+// cancellation would then find in its way.
+void stop_active_run_at_exit(int, Datum) { stop_active_run(); }
 
 // Fills a run's segment and registers its process; false when there was no
 // segment or no background worker slot. Inside the claim's transaction.
@@ -347,7 +353,7 @@ bool wait_for_run(TimestampTz locked_until) {
     (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
                     static_cast<long>(wait_ms), PG_WAIT_EXTENSION);
     ResetLatch(MyLatch);
-    CHECK_FOR_INTERRUPTS();  // SIGTERM: stop_active_run terminates the completer
+    CHECK_FOR_INTERRUPTS();  // SIGTERM: stop_active_run_at_exit terminates the completer
     if (ConfigReloadPending) {  // as the worker's loop does between rounds
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
@@ -385,7 +391,7 @@ void report_lost_run(const Candidate &candidate, Oid owner, bool terminated) {
 enum class RunEnd { not_owned, no_slot, succeeded, failed };
 
 // One key: claim, run in the owner's process, wait, and judge. Statics keep
-// what the error cleanup block sets, so no local needs to be volatile.
+// what the PG_TRY block sets, so no local needs to be volatile.
 RunEnd complete_one(MemoryContext round_context, const Candidate &candidate) {
   static Ownership ownership;
   static Launch launch;
@@ -395,7 +401,12 @@ RunEnd complete_one(MemoryContext round_context, const Candidate &candidate) {
   result = CompleterResult::none;
   terminated = false;
   owner = InvalidOid;
-  PG_ENSURE_ERROR_CLEANUP(stop_active_run, Datum(0));
+  static bool exit_callback_registered = false;
+  if (!exit_callback_registered) {
+    before_shmem_exit(stop_active_run_at_exit, Datum(0));
+    exit_callback_registered = true;
+  }
+  PG_TRY();
   {
     launch = claim_and_launch(round_context, candidate, &ownership);
     // Counted as it starts, so a run the worker's exit cuts short counts.
@@ -407,7 +418,12 @@ RunEnd complete_one(MemoryContext round_context, const Candidate &candidate) {
       result = run_result(&owner);
     }
   }
-  PG_END_ENSURE_ERROR_CLEANUP(stop_active_run, Datum(0));
+  PG_CATCH();
+  {
+    stop_active_run();
+    PG_RE_THROW();
+  }
+  PG_END_TRY();
   MemoryContextSwitchTo(round_context);
   if (launch == Launch::launched) {
     dsm_detach(active_run.segment);

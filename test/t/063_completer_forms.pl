@@ -6,6 +6,7 @@
 #   at once);
 # - a completer that swallows its own statement timeout is terminated once
 #   the key's lock is over, and the worker goes on;
+# - a scope with bind_lock_to_session;
 # - an owner that may not log in: on PostgreSQL 15 the round says so, naming
 #   scope, key and role, and leaves the key (no process is started for it);
 #   from 17 the completer runs as that role.
@@ -88,6 +89,9 @@ INSERT INTO idem.scope_policy (scope, lock_timeout, max_attempts, completer) VAL
   ('month',    '30 days', NULL, 'slow_finish$sig'),
   ('stubborn', '2 seconds', 2,  'stubborn$sig'),
   ('nologin',  NULL,      NULL, 'group_finish$sig');
+-- The worker's claim binds the key to the worker's session here.
+INSERT INTO idem.scope_policy (scope, bind_lock_to_session, completer) VALUES
+  ('bound', true, 'slow_finish$sig');
 });
 
 my $offset = -s $node->logfile;
@@ -101,6 +105,7 @@ SELECT idem.set_recovery_point('month', 'k', c.fence, 'charged')
 SELECT idem.claim_idempotency_key('sql', 'bare', 'h', 'client', '1 second');
 SELECT idem.claim_idempotency_key('stubborn', 'k', 'h', 'client', '1 second');
 SELECT idem.claim_idempotency_key('nologin', 'k', 'h', 'client', '1 second');
+SELECT idem.claim_idempotency_key('bound', 'k', 'h', 'client', '1 second');
 });
 
 # Defect 14: a LANGUAGE sql completer records its outcome.
@@ -124,6 +129,16 @@ SELECT r.attempt_count || ' ' || r.claimed_by || ' ' || (SELECT count(*) FROM do
 unlike(slurp_file($node->logfile, $offset),
 	qr/canceling statement due to statement timeout\n(?:.*\n){0,3}?\s*idem completer slow_finish/,
 	'(5) the completer was not cancelled');
+
+# A scope whose locks are bound to the claiming session: the worker's claim
+# binds to the worker's session (registering its session token on first use)
+# and the completer finishes the key; the round raised nothing.
+ok( wait_until('the bound key', q{
+SELECT status = 'succeeded' FROM idem.idempotency_request WHERE scope = 'bound'}),
+	'bind_lock_to_session: the completer finishes the key');
+unlike(slurp_file($node->logfile, $offset),
+	qr/ERROR:  [^\n]*\n(?:[^\n]*(?:DETAIL|HINT):  [^\n]*\n)*[^\n]*CONTEXT:  idem worker round/,
+	'bind_lock_to_session: no worker round raised an error');
 
 # A completer that swallows its statement timeout is terminated after the
 # key's lock, the run counts as a failure, and max_attempts ends the key.
