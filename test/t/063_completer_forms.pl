@@ -7,6 +7,7 @@
 # - a completer that swallows its own statement timeout is terminated once
 #   the key's lock is over, and the worker goes on;
 # - a scope with bind_lock_to_session;
+# - a completer whose worker ends under it is terminated with it;
 # - an owner that may not log in: on PostgreSQL 15 the round says so, naming
 #   scope, key and role, and leaves the key (no process is started for it);
 #   from 17 the completer runs as that role.
@@ -74,6 +75,12 @@ BEGIN
       NULL;
     END;
   END LOOP;
+END \$\$;
+
+-- Sleeps long (the worker is terminated under it).
+CREATE FUNCTION sleepy($args) RETURNS void LANGUAGE plpgsql AS \$\$
+BEGIN
+  PERFORM pg_sleep(300);
 END \$\$;
 
 -- Owned by a group role that may not log in.
@@ -172,6 +179,25 @@ SELECT status = 'succeeded' FROM idem.idempotency_request WHERE scope = 'nologin
 	is($node->safe_psql('postgres', q{SELECT by_role FROM done WHERE scope = 'nologin'}),
 		'group_owner', 'NOLOGIN owner from 17: as that role');
 }
+
+# The worker ends while a completer runs: it takes the completer with it
+# (no completer goes on without the worker that waits for it).
+$node->safe_psql('postgres', qq{
+INSERT INTO idem.scope_policy (scope, lock_timeout, completer) VALUES ('orphan', '10 minutes', 'sleepy$sig');
+SELECT idem.claim_idempotency_key('orphan', 'k', 'h', 'client', '1 second');
+});
+ok( wait_until('the sleepy completer', q{
+SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem completer' AND wait_event = 'PgSleep'}),
+	'worker exit: the completer is running');
+$offset = -s $node->logfile;
+$node->safe_psql('postgres',
+	q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'idem worker'});
+ok( wait_until('the completer to end', q{
+SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idem completer'}, 30),
+	'worker exit: the completer ends with the worker');
+like(slurp_file($node->logfile, $offset),
+	qr/terminating background worker "idem completer" due to administrator command\n.*CONTEXT:  .*\n(?:.*\n)*?\s*idem completer sleepy\S+ for scope "orphan", key "k"/,
+	'worker exit: the completer was terminated in the middle of its run');
 
 $node->stop;
 done_testing();
