@@ -41,6 +41,30 @@ inline bool may_execute(Oid function, Oid role) {
 #endif
 }
 
+// A completer's process connects as the function's owner
+// (completer_worker.cpp). 17 lets a background worker connect as a role
+// that may not log in (BGWORKER_BYPASS_ROLELOGINCHECK), as a completer owned
+// by a group role needs; before, the owner must have LOGIN, as for pg_cron's
+// background-worker jobs.
+constexpr bool owner_needs_login = PG_VERSION_NUM < 170000;
+
+inline uint32 completer_connection_flags() {
+#if PG_VERSION_NUM >= 170000
+  return BGWORKER_BYPASS_ROLELOGINCHECK;
+#else
+  return 0;
+#endif
+}
+
+// A background worker is refused a database its role may not CONNECT to.
+inline bool may_connect(Oid database, Oid role) {
+#if PG_VERSION_NUM >= 160000
+  return object_aclcheck(DatabaseRelationId, database, role, ACL_CONNECT) == ACLCHECK_OK;
+#else
+  return pg_database_aclcheck(database, role, ACL_CONNECT) == ACLCHECK_OK;
+#endif
+}
+
 // 18 gave index_beginscan an instrumentation argument (EXPLAIN's index
 // search counts); a scan outside the executor passes none.
 inline IndexScanDesc begin_index_scan(Relation heap, Relation index, Snapshot snapshot,

@@ -11,6 +11,7 @@
 #include "message_invariants.hpp"
 #include "outbox.hpp"
 #include "keystore.hpp"
+#include "completer_worker.hpp"
 #include "request_durations.hpp"
 #include "request_hash.hpp"
 #include "statement_memo.hpp"
@@ -64,9 +65,11 @@ IDEM_SQL_FUNCTION(evict, idem::evict_key)
 IDEM_SQL_FUNCTION(force_expire, idem::force_expire_key)
 
 // The background workers (worker.hpp). They never return normally: SIGTERM
-// and postmaster death end the process inside the body.
+// and postmaster death end the process inside the body. A completer's
+// process (completer_worker.hpp) returns after its one run.
 PGDLLEXPORT void idem_launcher_main(Datum argument);
 PGDLLEXPORT void idem_worker_main(Datum argument);
+PGDLLEXPORT void idem_completer_main(Datum argument);
 
 void idem_launcher_main(Datum argument) {
   idem::run_guarded([argument]() -> Datum {
@@ -78,6 +81,13 @@ void idem_launcher_main(Datum argument) {
 void idem_worker_main(Datum argument) {
   idem::run_guarded([argument]() -> Datum {
     idem::worker_main(argument);
+    return 0;
+  });
+}
+
+void idem_completer_main(Datum argument) {
+  idem::run_guarded([argument]() -> Datum {
+    idem::completer_main(argument);
     return 0;
   });
 }

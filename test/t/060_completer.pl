@@ -24,7 +24,9 @@ $node->safe_psql('postgres', q{
 CREATE EXTENSION idem;
 CREATE TABLE done (scope text, key text, attempt integer, by_role text, at timestamptz DEFAULT clock_timestamp());
 CREATE TABLE secret (card text);
-CREATE ROLE idem_weak NOLOGIN;
+-- LOGIN: a completer runs in a process connected as its owner, and on
+-- PostgreSQL 15 that role must be able to log in (README, "The completer").
+CREATE ROLE idem_weak LOGIN;
 GRANT INSERT ON done TO idem_weak;
 GRANT EXECUTE ON FUNCTION idem.mark_succeeded(text, text, bigint, integer, jsonb, text, text),
                           idem.mark_failed(text, text, bigint, boolean, text, text, integer, jsonb)
@@ -186,7 +188,7 @@ $node->safe_psql('postgres', q{
 SELECT idem.set_recovery_point('c_restart', 'k', c.fence, 'charged')
   FROM idem.claim_idempotency_key('c_restart', 'k', 'h', 'client', '1 second') c});
 ok($node->poll_query_until('postgres', q{
-SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem worker' AND wait_event = 'PgSleep'}),
+SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem completer' AND wait_event = 'PgSleep'}),
 	'c_restart: the completer is running');
 $start = time;
 $node->restart;
