@@ -42,11 +42,11 @@ chroot_older_suite() {  # major
 # stats suite's timing line), and the older major's server and headers
 # (idem is built for it too, for the upgrade test).
 chroot_packages() {  # major
-  local from
+  local from older=()
+  from=$(chroot_upgrade_from "$1") && older=("postgresql-$from" "postgresql-server-dev-$from")
   echo make g++ "postgresql-$1" "postgresql-server-dev-$1" "postgresql-$1-pgtap" \
     libtap-parser-sourcehandler-pgtap-perl libipc-run-perl libssl-dev libdbd-pg-perl \
-    python3 perl bc
-  if from=$(chroot_upgrade_from "$1"); then echo "postgresql-$from" "postgresql-server-dev-$from"; fi
+    python3 perl bc "${older[@]}"
 }
 
 # What the stamp records: a change here (another package, another setup
