@@ -12,8 +12,8 @@
 # Within this installation's major always (pg_upgrade's checks, its reg*
 # check among them, run on any upgrade); across majors too when
 # IDEM_UPGRADE_FROM names the installation of an older major with idem
-# installed (test/suites.sh sets it in a root that has one: 15 beside 17,
-# 17 beside 18).
+# installed (test/suites.sh sets it in a root that has one: 15 beside 17 in
+# its chroot; scripts/chroot.sh says why 18's has no 17 yet).
 use strict;
 use warnings;
 use Cwd;
