@@ -39,6 +39,7 @@ my $conf = <<'CONF';
 shared_preload_libraries = 'idem'
 idem.naptime = 1
 idem.worker_enabled = off
+idem.lock_timeout = '1h'
 CONF
 
 for my $upgrade (@upgrades) {
