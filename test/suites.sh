@@ -248,9 +248,10 @@ if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
 fi
 
 # pg_upgrade across majors (test/t/090_pg_upgrade.pl) needs idem for the
-# older major its chroot holds (scripts/chroot.sh: 15 beside 17), built from a copy of the tree (this one holds this major's objects)
-# and installed into that major's directories. Without JIT bitcode: the old
-# cluster only has to run until pg_upgrade takes it over.
+# older major its chroot holds (scripts/chroot.sh: 15 beside 17), built from
+# a copy of the tree (this one holds this major's objects) and installed into
+# that major's directories. Without JIT bitcode: the old cluster only has to
+# run until pg_upgrade takes it over.
 major=$("$RUN_PG_CONFIG" --version | grep -oE '[0-9]+' | head -n 1)
 upgrade_test_wanted() {
   wanted tap && { [ -z "${IDEM_TAP_FILES:-}" ] || [[ " $IDEM_TAP_FILES " == *090_pg_upgrade* ]]; }
