@@ -18,19 +18,51 @@ chroot_suite() {  # major
   esac
 }
 
+# The older major a chroot also holds, for pg_upgrade across majors
+# (test/t/090_pg_upgrade.pl), and the Debian suite that packages it: its
+# binaries run on the chroot's newer libraries, and apt takes from that
+# suite only what the chroot's own suite lacks (the older PostgreSQL and the
+# libraries it was built against, such as libicu72).
+#
+# 15 to 17 only. 17 to 18 (trixie's postgresql-17 in sid: "18) echo 17",
+# and "17) echo trixie" below) installs and builds, but no cluster of
+# trixie's 17.12 can be upgraded to sid's 18.6: 17.12 (a security release
+# of November 2026, as are bookworm-security's 15.20 and the host's) stores
+# a column option pg_attver on every column, which 18.6 (August 2026) does
+# not know, so pg_upgrade fails restoring the first table ('unrecognized
+# parameter "pg_attver"'), a plain one as well as idem's. Enable it once
+# sid's 18 is a release of that date or later.
+chroot_upgrade_from() {  # major
+  case $1 in
+    17) echo 15 ;;
+    *) return 1 ;;
+  esac
+}
+chroot_older_suite() {  # major
+  case $(chroot_upgrade_from "$1") in
+    15) echo bookworm ;;
+    *) return 1 ;;
+  esac
+}
+
 # What a chroot needs to build idem and run every per-major suite (bc: the
-# stats suite's timing line).
+# stats suite's timing line), and the older major's server and headers
+# (idem is built for it too, for the upgrade test).
 chroot_packages() {  # major
+  local from older=()
+  from=$(chroot_upgrade_from "$1") && older=("postgresql-$from" "postgresql-server-dev-$from")
   echo make g++ "postgresql-$1" "postgresql-server-dev-$1" "postgresql-$1-pgtap" \
     libtap-parser-sourcehandler-pgtap-perl libipc-run-perl libssl-dev libdbd-pg-perl \
-    python3 perl bc
+    python3 perl bc "${older[@]}"
 }
 
 # What the stamp records: a change here (another package, another setup
 # step) re-runs the setup and the install on the next run.
 chroot_recipe() {  # suite major
-  printf 'suite: %s\nmirror: %s\nsetup: createcluster.conf create_main_cluster=false; policy-rc.d exit 101; %s\npackages: %s\n' \
-    "$1" "$DEBIAN_MIRROR" "$([ "$1" = sid ] && echo 'Check-Valid-Until false' || echo '-')" \
+  local older
+  older=$(chroot_older_suite "$2") && older="; older suite $older at priority 100"
+  printf 'suite: %s\nmirror: %s\nsetup: createcluster.conf create_main_cluster=false; policy-rc.d exit 101; %s%s\npackages: %s\n' \
+    "$1" "$DEBIAN_MIRROR" "$([ "$1" = sid ] && echo 'Check-Valid-Until false' || echo '-')" "$older" \
     "$(chroot_packages "$2" | tr ' ' '\n' | sort | tr '\n' ' ')"
 }
 
@@ -95,6 +127,13 @@ setup_chroot() {  # major
   # sid's Release file on the mirror is a snapshot whose Valid-Until passes.
   if [ "$suite" = sid ]; then
     echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99idem-snapshot"
+  fi
+  # The older major's suite, below the chroot's own (priority 100 < 500):
+  # apt installs from it only what the chroot's suite does not have.
+  local older
+  if older=$(chroot_older_suite "$major"); then
+    echo "deb $DEBIAN_MIRROR $older main" >"$root/etc/apt/sources.list.d/idem-$older.list"
+    printf 'Package: *\nPin: release n=%s\nPin-Priority: 100\n' "$older" >"$root/etc/apt/preferences.d/idem-$older"
   fi
   local packages
   packages=$(chroot_packages "$major")

@@ -687,7 +687,7 @@ CREATE TABLE idem.scope_policy (
     keep_forever boolean NOT NULL DEFAULT false,
     max_attempts integer,
     bind_lock_to_session boolean,
-    completer regprocedure,
+    completer text,
     completer_delay interval,
     CONSTRAINT scope_policy_scope_length
         CHECK (pg_catalog.length(scope) BETWEEN 1 AND 255),
@@ -705,45 +705,91 @@ CREATE TABLE idem.scope_policy (
 COMMENT ON TABLE idem.scope_policy IS
     'Per-scope defaults: an explicit argument wins, then this row, then the idem.* setting.';
 
--- A completer must have the signature the worker calls, and the role that
+-- A completer is named by text, not by a regprocedure: pg_upgrade refuses a
+-- cluster with a column of a reg* type that holds a function's OID (the OIDs
+-- of functions are not carried over), so the name is resolved at each use.
+-- This trigger resolves what the writer gave ('s.fn', 'fn', 'fn(text, text,
+-- bigint, text, integer)', a regprocedure's text) as the writer's own
+-- statement would, on the writer's search_path, and stores the function's
+-- fully qualified identity (pg_identify_object's, e.g.
+-- 'myschema.fn(pg_catalog.text,pg_catalog.text,bigint,pg_catalog.text,integer)'),
+-- which to_regprocedure reads back as the same function under any
+-- search_path: the worker does so at each round (src/statements.cpp).
+--
+-- The function must have the signature the worker calls, and the role that
 -- names it must be able to act as the function's owner (be a member of that
 -- role): the worker runs it as its owner, so naming a function owned by a
 -- more privileged role would run code with rights the writer does not have.
--- Not SECURITY DEFINER: current_user is the writer.
+-- Not SECURITY DEFINER: current_user is the writer. No SET search_path
+-- either, since the name is the writer's to resolve; every other name here
+-- is qualified, so the writer's search_path changes nothing else, and all of
+-- it runs with the writer's rights only.
 CREATE FUNCTION idem.scope_policy_check_completer()
 RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    given pg_catalog.text := NEW.completer;
+    fn pg_catalog.oid;
+    why pg_catalog.text;
     f record;
 BEGIN
-    IF NEW.completer IS NULL THEN
+    IF given IS NULL THEN
         RETURN NEW;
     END IF;
-    SELECT p.proowner, p.prokind = 'f' AND NOT p.proretset
+    BEGIN
+        IF pg_catalog.strpos(given, '(') OPERATOR(pg_catalog.=) 0 THEN
+            -- A bare name: the function of that name with a completer's
+            -- arguments, else the only function of that name (whose
+            -- signature is then refused below).
+            fn := pg_catalog.to_regprocedure(pg_catalog.concat(given,
+                      '(pg_catalog.text, pg_catalog.text, bigint, pg_catalog.text, integer)'));
+            IF fn IS NULL THEN
+                fn := pg_catalog.to_regproc(given);
+            END IF;
+        ELSE
+            fn := pg_catalog.to_regprocedure(given);
+        END IF;
+    EXCEPTION WHEN OTHERS THEN
+        -- Before 16, to_regproc and to_regprocedure raise on a malformed
+        -- name or an unknown argument type instead of answering NULL.
+        why := SQLERRM;
+        fn := NULL;
+    END;
+    IF fn IS NULL THEN
+        RAISE EXCEPTION 'completer % is not a function', pg_catalog.quote_literal(given)
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('scope "%s": %s', NEW.scope,
+                      coalesce(why, 'no function of that name and arguments is visible on the search_path')),
+                  HINT = 'Name an existing function, as ''myschema.complete'' or '
+                         '''myschema.complete(text, text, bigint, text, integer)''.';
+    END IF;
+    SELECT p.proowner,
+           p.prokind OPERATOR(pg_catalog.=) 'f' AND NOT p.proretset
                AND p.prorettype OPERATOR(pg_catalog.=) 'pg_catalog.void'::pg_catalog.regtype
                AND p.proargtypes OPERATOR(pg_catalog.=) pg_catalog.array_to_string(ARRAY[
                    'pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.text'::pg_catalog.regtype,
                    'pg_catalog.int8'::pg_catalog.regtype, 'pg_catalog.text'::pg_catalog.regtype,
                    'pg_catalog.int4'::pg_catalog.regtype]::pg_catalog.oid[], ' ')::pg_catalog.oidvector
-               AS fits
+               AS fits,
+           (pg_catalog.pg_identify_object('pg_catalog.pg_proc'::pg_catalog.regclass, p.oid, 0)).identity
       INTO f
-      FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) NEW.completer;
+      FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) fn;
     IF NOT f.fits THEN
-        RAISE EXCEPTION 'completer % does not have the signature of a completer', NEW.completer
+        RAISE EXCEPTION 'completer % does not have the signature of a completer', f.identity
             USING ERRCODE = 'P4004',
                   DETAIL = pg_catalog.format('scope "%s"', NEW.scope),
                   HINT = 'A completer is a function (scope text, key text, fence bigint, '
                          'recovery_point text, attempt_count integer) RETURNS void.';
     END IF;
     IF NOT pg_catalog.pg_has_role(current_user, f.proowner, 'MEMBER') THEN
-        RAISE EXCEPTION 'permission denied to name completer %', NEW.completer
+        RAISE EXCEPTION 'permission denied to name completer %', f.identity
             USING ERRCODE = '42501',
                   DETAIL = pg_catalog.format('scope "%s": the completer runs as its owner %I, and role %I is not a member of it',
-                                             NEW.scope, f.proowner::regrole, current_user),
+                                             NEW.scope, f.proowner::pg_catalog.regrole, current_user),
                   HINT = 'Name a completer owned by a role you are a member of.';
     END IF;
+    NEW.completer := f.identity;
     RETURN NEW;
 END
 $$;

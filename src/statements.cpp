@@ -264,9 +264,13 @@ const char *const exhaust_attempts_sql =
     "WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT done.tid FROM done))";
 
 // Oldest first; "older than completer_delay" counts from the end of the
-// lock, or from the sweep for a swept key.
+// lock, or from the sweep for a swept key. The completer is stored by its
+// qualified name (the policy trigger wrote it; pg_upgrade carries no
+// function OID), resolved here at each round: InvalidOid when no such
+// function exists any more, which the round logs instead of running it.
 const char *const completer_candidates_sql =
-    "SELECT r.scope, r.key, r.request_hash, p.completer::pg_catalog.oid "
+    "SELECT r.scope, r.key, r.request_hash, "
+    "COALESCE(pg_catalog.to_regprocedure(p.completer)::pg_catalog.oid, '0'::pg_catalog.oid) "
     "FROM idem.scope_policy p JOIN " TABLE " r ON r.scope OPERATOR(pg_catalog.=) p.scope "
     "WHERE p.completer IS NOT NULL AND " TAKEN_OVER_ABLE("r") " AND " ANY_POLICY_WITH("completer")
     " AND COALESCE(r.locked_until, r.updated_at) OPERATOR(pg_catalog.<=) ($1 "

@@ -18,6 +18,7 @@
 # extra's name) limits the suites; IDEM_TAP_FILES selects TAP files.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/chroot.sh"  # chroot_upgrade_from
 
 WORKDIR= PG_CONFIG= PORT= PRIVATE=0 ASSERT=0
 while [ $# -gt 0 ]; do
@@ -246,6 +247,38 @@ if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
   stop_cluster "$WORKDIR/cluster"
 fi
 
+# pg_upgrade across majors (test/t/090_pg_upgrade.pl) needs idem for the
+# older major its chroot holds (scripts/chroot.sh: 15 beside 17), built from
+# a copy of the tree (this one holds this major's objects) and installed into
+# that major's directories. Without JIT bitcode: the old cluster only has to
+# run until pg_upgrade takes it over.
+major=$("$RUN_PG_CONFIG" --version | grep -oE '[0-9]+' | head -n 1)
+upgrade_test_wanted() {
+  wanted tap && { [ -z "${IDEM_TAP_FILES:-}" ] || [[ " $IDEM_TAP_FILES " == *090_pg_upgrade* ]]; }
+}
+if [ $PRIVATE = 0 ] && from=$(chroot_upgrade_from "$major") && upgrade_test_wanted; then
+  begin "idem for PostgreSQL $from (pg_upgrade from $from to $major)"
+  old_pg_config=/usr/lib/postgresql/$from/bin/pg_config
+  log=$WORKDIR/build-$from.log
+  if [ ! -x "$old_pg_config" ]; then
+    echo "  no PostgreSQL $from in this root ($old_pg_config): its chroot predates scripts/chroot.sh's package list"
+    tally "build_$from" 0 1
+  else
+    rm -rf "$WORKDIR/tree-$from"
+    cp -a "$TREE" "$WORKDIR/tree-$from"
+    find "$WORKDIR/tree-$from" \( -name '*.o' -o -name '*.so' -o -name '*.bc' -o -name tmp_check \) -prune -exec rm -rf {} +
+    if (cd "$WORKDIR/tree-$from" && as_user make -s -j2 PG_CONFIG="$old_pg_config" with_llvm=no all &&
+        make -s PG_CONFIG="$old_pg_config" with_llvm=no install) >"$log" 2>&1 && ! grep -q 'warning:' "$log"; then
+      export IDEM_UPGRADE_FROM=${old_pg_config%/bin/pg_config}
+      tally "build_$from" 1 0
+    else
+      grep -E 'warning:|error:' "$log" | head -20
+      echo "  building idem for PostgreSQL $from failed (log: $log)"
+      tally "build_$from" 0 1
+    fi
+  fi
+fi
+
 if wanted tap && compgen -G "test/t/*.pl" >/dev/null; then
   begin "TAP (make prove_installcheck)"
   log=$WORKDIR/tap.log
@@ -279,7 +312,6 @@ fi
 # host's 15 has, so on the host only; their clusters take ports from
 # IDEM_CLUSTER_PORT_BASE (default: this major's port + 1500). The short
 # run fits the test command's budget; IDEM_CLUSTER_LONG=1 runs the long one.
-major=$("$RUN_PG_CONFIG" --version | grep -oE '[0-9]+' | head -n 1)
 if wanted cluster && [ $PRIVATE = 1 ] && [ "$major" = 15 ]; then
   begin "beyond one server (test/cluster: Patroni, standby replays, PL/Proxy, PgBouncer)"
   log=$WORKDIR/cluster.log
