@@ -157,6 +157,9 @@ my %reads = (
 		[ q{SELECT count(*) FROM idem.worker_status() WHERE database = 'postgres'}, '1' ]
 	],
 	check_batch_limit => [ [ q{SELECT idem.check_batch_limit(10)}, '' ] ],
+	interval_is_positive => [
+		[ q{SELECT idem.interval_is_positive(interval '1 hour', false), idem.interval_is_positive(interval '-1 mon 31 days', false)}, 't|f' ]
+	],
 );
 for my $function (sort keys %reads)
 {
