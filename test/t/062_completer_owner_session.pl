@@ -12,6 +12,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemWorkerTest qw(sql_true_within);
 use Time::HiRes qw(time usleep);
 
 my $node = PostgreSQL::Test::Cluster->new('completer_owner_session');
@@ -22,16 +25,6 @@ $node->start;
 
 # Polls $sql until it returns 't', for at most $seconds (a deadline of its
 # own, shorter than the suite's).
-sub wait_until {
-	my ($what, $sql, $seconds) = @_;
-	my $deadline = time + ($seconds // 60);
-	while (time < $deadline) {
-		return 1 if $node->safe_psql('postgres', $sql) eq 't';
-		usleep(100_000);
-	}
-	diag("timed out waiting for $what");
-	return 0;
-}
 
 my $completer_args = 'scope text, key text, fence bigint, recovery_point text, attempt_count integer';
 my $signature = '(text, text, bigint, text, integer)';
@@ -177,7 +170,7 @@ INSERT INTO idem.scope_policy (scope, completer) VALUES
 $node->safe_psql('postgres', q{
 SELECT idem.claim_idempotency_key(s, 'k', 'h', 'client', '1 second')
   FROM unnest(ARRAY['h_deferred', 'h_on_commit', 'h_settings', 'h_cursor', 'h_temp', 'h_set_role']) s});
-ok( wait_until('the hostile keys to be completed', q{
+ok( sql_true_within($node, 'the hostile keys to be completed', q{
 SELECT count(*) = 6 FROM idem.idempotency_request
  WHERE scope LIKE 'h\_%' AND status = 'succeeded' AND claimed_by = 'idem completer'}),
 	'each hostile completer ran and recorded its outcome')
@@ -187,7 +180,7 @@ SELECT count(*) = 6 FROM idem.idempotency_request
 # Then the victim's key, after every hostile completer has committed.
 $node->safe_psql('postgres',
 	q{SELECT idem.claim_idempotency_key('victim', 'k', 'h', 'client', '1 second')});
-ok( wait_until('the victim key to be completed', q{
+ok( sql_true_within($node, 'the victim key to be completed', q{
 SELECT status = 'succeeded' FROM idem.idempotency_request WHERE scope = 'victim'}),
 	'the victim completer ran and recorded its outcome');
 
@@ -233,13 +226,13 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM hostile.observed'),
 	'0', '(c) no completer wrote through the hostile search_path');
 
 # Every run succeeded; the worker goes on with its rounds.
-ok( wait_until('the counters', q{
+ok( sql_true_within($node, 'the counters', q{
 SELECT completer_runs = 7 AND completer_successes = 7 AND completer_failures = 0
   FROM idem.stats WHERE datname = current_database()}),
 	'idem.stats: 7 completer runs, 7 successes');
 my $rounds = $node->safe_psql('postgres',
 	'SELECT worker_rounds FROM idem.stats WHERE datname = current_database()');
-ok( wait_until('two more worker rounds', qq{
+ok( sql_true_within($node, 'two more worker rounds', qq{
 SELECT worker_rounds >= $rounds + 2 FROM idem.stats WHERE datname = current_database()}),
 	'the worker keeps running its rounds');
 

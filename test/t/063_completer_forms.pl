@@ -19,7 +19,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemWorkerTest qw(wait_for_log_match);
+use IdemWorkerTest qw(wait_for_log_match sql_true_within);
 
 my $node = PostgreSQL::Test::Cluster->new('completer_forms');
 $node->init;
@@ -28,16 +28,6 @@ $node->append_conf('postgresql.conf',
 $node->start;
 my $major = int($node->safe_psql('postgres', 'SHOW server_version_num') / 10000);
 
-sub wait_until {
-	my ($what, $sql, $seconds) = @_;
-	my $deadline = time + ($seconds // 60);
-	while (time < $deadline) {
-		return 1 if $node->safe_psql('postgres', $sql) eq 't';
-		usleep(100_000);
-	}
-	diag("timed out waiting for $what");
-	return 0;
-}
 
 my $args = 'scope text, key text, fence bigint, recovery_point text, attempt_count integer';
 my $sig = '(text, text, bigint, text, integer)';
@@ -116,7 +106,7 @@ SELECT idem.claim_idempotency_key('bound', 'k', 'h', 'client', '1 second');
 });
 
 # Defect 14: a LANGUAGE sql completer records its outcome.
-ok( wait_until('the sql scope\'s keys', q{
+ok( sql_true_within($node, 'the sql scope\'s keys', q{
 SELECT count(*) = 2 FROM idem.idempotency_request WHERE scope = 'sql' AND status = 'succeeded'}),
 	'(14) a LANGUAGE sql completer finishes its keys');
 is( $node->safe_psql('postgres', q{
@@ -126,7 +116,7 @@ SELECT string_agg(key || ':' || attempt || ':' || recovery_point || ':' || by_ro
 	'(14) run once per key, as its owner, given the key\'s recovery point');
 
 # Defect 5: a 30-day lock is not a cancel at once.
-ok( wait_until('the month scope\'s key', q{
+ok( sql_true_within($node, 'the month scope\'s key', q{
 SELECT status = 'succeeded' FROM idem.idempotency_request WHERE scope = 'month'}),
 	'(5) a completer of a scope with a 30-day lock runs to its end');
 is( $node->safe_psql('postgres', q{
@@ -140,7 +130,7 @@ unlike(slurp_file($node->logfile, $offset),
 # A scope whose locks are bound to the claiming session: the worker's claim
 # binds to the worker's session (registering its session token on first use)
 # and the completer finishes the key; the round raised nothing.
-ok( wait_until('the bound key', q{
+ok( sql_true_within($node, 'the bound key', q{
 SELECT status = 'succeeded' FROM idem.idempotency_request WHERE scope = 'bound'}),
 	'bind_lock_to_session: the completer finishes the key');
 unlike(slurp_file($node->logfile, $offset),
@@ -153,7 +143,7 @@ ok( wait_for_log_match($node,
 		qr/idem completer stubborn\S+ for scope "stubborn", key "k" ended without a result\n.*DETAIL:  It ran past the end of the key's lock and was terminated/,
 		$offset),
 	'a completer that ignores its cancel is terminated after the lock, logged with scope and key');
-ok( wait_until('the stubborn key to end', q{
+ok( sql_true_within($node, 'the stubborn key to end', q{
 SELECT failure_code = 'too_many_attempts' FROM idem.idempotency_request WHERE scope = 'stubborn'}),
 	'the terminated runs count as attempts: max_attempts (2) ends the key');
 
@@ -173,7 +163,7 @@ if ($major < 17) {
 		'NOLOGIN owner on 15: the key stays claimed until its lock ends, for a later round');
 }
 else {
-	ok( wait_until('the nologin key', q{
+	ok( sql_true_within($node, 'the nologin key', q{
 SELECT status = 'succeeded' FROM idem.idempotency_request WHERE scope = 'nologin'}),
 		'NOLOGIN owner from 17: the completer runs');
 	is($node->safe_psql('postgres', q{SELECT by_role FROM done WHERE scope = 'nologin'}),
@@ -186,13 +176,13 @@ $node->safe_psql('postgres', qq{
 INSERT INTO idem.scope_policy (scope, lock_timeout, completer) VALUES ('orphan', '10 minutes', 'sleepy$sig');
 SELECT idem.claim_idempotency_key('orphan', 'k', 'h', 'client', '1 second');
 });
-ok( wait_until('the sleepy completer', q{
+ok( sql_true_within($node, 'the sleepy completer', q{
 SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem completer' AND wait_event = 'PgSleep'}),
 	'worker exit: the completer is running');
 $offset = -s $node->logfile;
 $node->safe_psql('postgres',
 	q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'idem worker'});
-ok( wait_until('the completer to end', q{
+ok( sql_true_within($node, 'the completer to end', q{
 SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idem completer'}, 30),
 	'worker exit: the completer ends with the worker');
 like(slurp_file($node->logfile, $offset),

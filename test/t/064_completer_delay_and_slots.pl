@@ -7,7 +7,7 @@
 #   of its own; with none free the round logs it and leaves the key as it
 #   was (unclaimed, its attempt not spent), and a later round with a free
 #   slot completes it.
-# Every wait has a deadline of its own (wait_until), shorter than the suite's.
+# Every wait has a deadline of its own (sql_true_within), shorter than the suite's.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -16,18 +16,8 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemWorkerTest qw(wait_for_log_match);
+use IdemWorkerTest qw(wait_for_log_match sql_true_within);
 
-sub wait_until {
-	my ($node, $what, $sql, $seconds) = @_;
-	my $deadline = time + ($seconds // 60);
-	while (time < $deadline) {
-		return 1 if $node->safe_psql('postgres', $sql) eq 't';
-		usleep(100_000);
-	}
-	diag("timed out waiting for $what");
-	return 0;
-}
 
 sub rounds {
 	my ($node) = @_;
@@ -58,12 +48,12 @@ INSERT INTO idem.scope_policy (scope, completer, completer_delay) VALUES
 SELECT idem.claim_idempotency_key(s, 'k', 'h', 'client', '1 second') FROM unnest(ARRAY['late', 'soon']) s;
 });
 
-ok( wait_until($node, 'the soon key', q{
+ok( sql_true_within($node, 'the soon key', q{
 SELECT status = 'succeeded' FROM idem.idempotency_request WHERE scope = 'soon'}),
 	'short completer_delay: the key is completed');
 # Both keys were abandoned at the same moment; count rounds from here.
 my $start = rounds($node);
-ok( wait_until($node, 'three more rounds', qq{
+ok( sql_true_within($node, 'three more rounds', qq{
 SELECT worker_rounds >= $start + 3 FROM idem.stats WHERE datname = current_database()}, 30),
 	'the worker ran three more rounds');
 is( $node->safe_psql('postgres', q{
@@ -80,7 +70,7 @@ is($node->safe_psql('postgres',
 # was the delay, not the completer.
 $node->safe_psql('postgres',
 	q{UPDATE idem.scope_policy SET completer_delay = '1 second' WHERE scope = 'late'});
-ok( wait_until($node, 'the late key', q{
+ok( sql_true_within($node, 'the late key', q{
 SELECT status = 'succeeded' FROM idem.idempotency_request WHERE scope = 'late'}),
 	'with its delay shortened, the late key is completed');
 $node->stop;
@@ -103,7 +93,7 @@ ok( wait_for_log_match($small,
 		$offset),
 	'no slot: the round logs that the key must wait');
 $start = rounds($small);
-ok( wait_until($small, 'two more rounds', qq{
+ok( sql_true_within($small, 'two more rounds', qq{
 SELECT worker_rounds >= $start + 2 FROM idem.stats WHERE datname = current_database()}, 30),
 	'no slot: the worker goes on with its rounds');
 is( $small->safe_psql('postgres', q{
@@ -118,7 +108,7 @@ is($small->safe_psql('postgres',
 # A slot more, and the next round completes it.
 $small->append_conf('postgresql.conf', "max_worker_processes = 3\n");
 $small->restart;
-ok( wait_until($small, 'the slots key', q{
+ok( sql_true_within($small, 'the slots key', q{
 SELECT status = 'succeeded' FROM idem.idempotency_request WHERE scope = 'slots'}),
 	'with a free slot the key is completed');
 is( $small->safe_psql('postgres',

@@ -16,9 +16,19 @@ use Exporter 'import';
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use IdemProof ();
 
 our @EXPORT_OK = qw(expired_outcomes_sql set_and_reload reload_and_wait wait_for_log_match
-  logged_round_ms round_count wait_for_round_ends wait_for_loop_passes);
+  logged_round_ms round_count wait_for_round_ends wait_for_loop_passes sql_true_within);
+
+# True once $sql returns 't' on the node, false (with a note of $what) when it
+# has not within $seconds (60 by default: a deadline of the test's own, so a
+# broken mechanism fails in a minute, not at the suite's limit).
+sub sql_true_within {
+	my ($node, $what, $sql, $seconds) = @_;
+	return IdemProof::poll_until($what, sub { $node->safe_psql('postgres', $sql) eq 't' },
+		0.1, $seconds // 60) ? 1 : 0;
+}
 
 # An INSERT of n succeeded keys '1'..'n' in scope, finished two days ago and
 # expired one day ago: exactly what the purge must delete.
