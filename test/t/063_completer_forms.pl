@@ -124,7 +124,7 @@ SELECT r.attempt_count || ' ' || r.claimed_by || ' ' || (SELECT count(*) FROM do
   FROM idem.idempotency_request r WHERE r.scope = 'month'}),
 	'2 idem completer 1', '(5) finished on the worker\'s first try, its effect written once');
 unlike(slurp_file($node->logfile, $offset),
-	qr/canceling statement due to statement timeout\n(?:.*\n){0,3}?\s*idem completer slow_finish/,
+	qr/canceling statement due to statement timeout\n(?:.*\n){0,3}?\s*idem completer (?:public\.)?slow_finish/,
 	'(5) the completer was not cancelled');
 
 # A scope whose locks are bound to the claiming session: the worker's claim
@@ -140,7 +140,7 @@ unlike(slurp_file($node->logfile, $offset),
 # A completer that swallows its statement timeout is terminated after the
 # key's lock, the run counts as a failure, and max_attempts ends the key.
 ok( wait_for_log_match($node,
-		qr/idem completer stubborn\S+ for scope "stubborn", key "k" ended without a result\n.*DETAIL:  It ran past the end of the key's lock and was terminated/,
+		qr/idem completer (?:public\.)?stubborn\S+ for scope "stubborn", key "k" ended without a result\n.*DETAIL:  It ran past the end of the key's lock and was terminated/,
 		$offset),
 	'a completer that ignores its cancel is terminated after the lock, logged with scope and key');
 ok( sql_true_within($node, 'the stubborn key to end', q{
@@ -150,7 +150,7 @@ SELECT failure_code = 'too_many_attempts' FROM idem.idempotency_request WHERE sc
 if ($major < 17) {
 	# On 15 the owner needs LOGIN: the round says so and starts no process.
 	ok( wait_for_log_match($node,
-			qr/WARNING:  idem completer group_finish\S+ for scope "nologin", key "k" cannot be run\n.*DETAIL:  Its owner, role "group_owner", may not log in/,
+			qr/WARNING:  idem completer (?:public\.)?group_finish\S+ for scope "nologin", key "k" cannot be run\n.*DETAIL:  Its owner, role "group_owner", may not log in/,
 			$offset),
 		'NOLOGIN owner on 15: the round names scope, key and role');
 	unlike(slurp_file($node->logfile, $offset), qr/is not permitted to log in/,
@@ -186,7 +186,7 @@ ok( sql_true_within($node, 'the completer to end', q{
 SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idem completer'}, 30),
 	'worker exit: the completer ends with the worker');
 like(slurp_file($node->logfile, $offset),
-	qr/terminating background worker "idem completer" due to administrator command\n.*CONTEXT:  .*\n(?:.*\n)*?\s*idem completer sleepy\S+ for scope "orphan", key "k"/,
+	qr/terminating background worker "idem completer" due to administrator command\n.*CONTEXT:  .*\n(?:.*\n)*?\s*idem completer (?:public\.)?sleepy\S+ for scope "orphan", key "k"/,
 	'worker exit: the completer was terminated in the middle of its run');
 
 $node->stop;
