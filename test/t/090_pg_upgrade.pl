@@ -93,7 +93,7 @@ sub fill {
 	my $sql = sub { $node->safe_psql('postgres', $_[0]) };
 	$sql->(q{
 CREATE EXTENSION idem;
-CREATE ROLE shop_ops NOLOGIN;
+CREATE ROLE shop_ops LOGIN;  -- on PostgreSQL 15 a completer's owner needs LOGIN (docs/security.md)
 CREATE TABLE done (scope text, key text, attempt integer, by_role text);
 GRANT INSERT ON done TO shop_ops;
 GRANT EXECUTE ON FUNCTION idem.mark_succeeded(text, text, bigint, integer, jsonb, text, text) TO shop_ops;
