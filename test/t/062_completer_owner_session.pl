@@ -15,7 +15,6 @@ use Test::More;
 use FindBin;
 use lib $FindBin::RealBin;
 use IdemWorkerTest qw(sql_true_within);
-use Time::HiRes qw(time usleep);
 
 my $node = PostgreSQL::Test::Cluster->new('completer_owner_session');
 $node->init;

@@ -13,7 +13,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
 use FindBin;
 use lib $FindBin::RealBin;
 use IdemWorkerTest qw(wait_for_log_match sql_true_within);
