@@ -55,7 +55,7 @@ BEGIN
 END \$\$;
 
 -- Catches its own cancel and goes on forever.
-CREATE FUNCTION stubborn($args) RETURNS void LANGUAGE plpgsql AS \$\$
+CREATE FUNCTION obstinate($args) RETURNS void LANGUAGE plpgsql AS \$\$
 BEGIN
   LOOP
     BEGIN
@@ -83,7 +83,7 @@ ALTER FUNCTION group_finish$sig OWNER TO group_owner;
 INSERT INTO idem.scope_policy (scope, lock_timeout, max_attempts, completer) VALUES
   ('sql',      NULL,      NULL, 'sql_finish$sig'),
   ('month',    '30 days', NULL, 'slow_finish$sig'),
-  ('stubborn', '2 seconds', 2,  'stubborn$sig'),
+  ('obstinate', '2 seconds', 2,  'obstinate$sig'),
   ('nologin',  NULL,      NULL, 'group_finish$sig');
 -- The worker's claim binds the key to the worker's session here.
 INSERT INTO idem.scope_policy (scope, bind_lock_to_session, completer) VALUES
@@ -99,7 +99,7 @@ SELECT idem.set_recovery_point('sql', 'k', c.fence, 'charged')
 SELECT idem.set_recovery_point('month', 'k', c.fence, 'charged')
   FROM idem.claim_idempotency_key('month', 'k', 'h', 'client', '1 second') c;
 SELECT idem.claim_idempotency_key('sql', 'bare', 'h', 'client', '1 second');
-SELECT idem.claim_idempotency_key('stubborn', 'k', 'h', 'client', '1 second');
+SELECT idem.claim_idempotency_key('obstinate', 'k', 'h', 'client', '1 second');
 SELECT idem.claim_idempotency_key('nologin', 'k', 'h', 'client', '1 second');
 SELECT idem.claim_idempotency_key('bound', 'k', 'h', 'client', '1 second');
 });
@@ -139,11 +139,11 @@ unlike(slurp_file($node->logfile, $offset),
 # A completer that swallows its statement timeout is terminated after the
 # key's lock, the run counts as a failure, and max_attempts ends the key.
 ok( wait_for_log_match($node,
-		qr/idem completer (?:public\.)?stubborn\S+ for scope "stubborn", key "k" ended without a result\n.*DETAIL:  It ran past the end of the key's lock and was terminated/,
+		qr/idem completer (?:public\.)?obstinate\S+ for scope "obstinate", key "k" ended without a result\n.*DETAIL:  It ran past the end of the key's lock and was terminated/,
 		$offset),
 	'a completer that ignores its cancel is terminated after the lock, logged with scope and key');
-ok( sql_true_within($node, 'the stubborn key to end', q{
-SELECT failure_code = 'too_many_attempts' FROM idem.idempotency_request WHERE scope = 'stubborn'}),
+ok( sql_true_within($node, 'the obstinate key to end', q{
+SELECT failure_code = 'too_many_attempts' FROM idem.idempotency_request WHERE scope = 'obstinate'}),
 	'the terminated runs count as attempts: max_attempts (2) ends the key');
 
 if ($major < 17) {
