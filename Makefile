@@ -1,7 +1,7 @@
 # idem: PGXS build of a C++17 extension.
 EXTENSION = idem
 MODULE_big = idem
-OBJS = $(patsubst %.cpp,%.o,$(wildcard src/*.cpp))
+OBJS = $(patsubst %.cpp,%.o,$(wildcard src/*/*.cpp))
 # Extension scripts: the released base script and the upgrade scripts are
 # written by hand; the base script of the newest version is generated from
 # them (rule below), so there is never a second hand-written copy.
@@ -12,6 +12,7 @@ PG_CONFIG ?= pg_config
 
 # -Wno-unused-parameter: PostgreSQL's own headers (ilist.h, bufpage.h) have unused
 # parameters in static inline functions; everything else of -Wextra stays on.
+PG_CPPFLAGS = -I$(srcdir)/src
 PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Wno-unused-parameter
 SHLIB_LINK += -lstdc++ -lcrypto
 
@@ -36,7 +37,7 @@ include $(PGXS)
 # PG_CXXFLAGS and would default to C++14.
 BITCODE_CXXFLAGS += -std=c++17 -Wno-register
 
-$(OBJS): $(wildcard src/*.hpp)
+$(OBJS): $(wildcard src/*/*.hpp)
 
 # 1.1 = 1.0 followed by 1.0--1.1, under one CREATE EXTENSION guard line.
 sql/idem--1.1.sql: sql/idem--1.0.sql sql/idem--1.0--1.1.sql

@@ -1,5 +1,5 @@
 -- The key table's invariants (1.1: one CHECK constraint calling
--- idem.request_invariants_hold, src/row_invariants.cpp). idem's functions
+-- idem.request_invariants_hold, src/pure/row_invariants.cpp). idem's functions
 -- never break them; a hand-written write that does is refused by the
 -- database with 23514, naming the rule by its 1.0 constraint name.
 

@@ -1,5 +1,5 @@
 -- purge_expired deletes the rows it read in place, without a row lock first
--- (src/maintenance.cpp). It must still act like the SQL DELETE it replaces:
+-- (src/keys/maintenance.cpp). It must still act like the SQL DELETE it replaces:
 -- oldest first, never a processing row, counted in the table's statistics,
 -- and, where someone put a delete trigger on the table, fire it.
 

@@ -1,6 +1,6 @@
 -- The inbox's and outbox's row rules (1.1: one CHECK per table calling
 -- idem.consumed_message_invariants_hold / idem.outbox_event_invariants_hold,
--- src/message_invariants.cpp). idem's functions never break them; a
+-- src/messages/message_invariants.cpp). idem's functions never break them; a
 -- hand-written write that does is refused with 23514 naming the rule.
 
 -- One constraint a table, validated, over the columns the rules read.

@@ -1,4 +1,4 @@
--- One answer per row (src/statement_memo.hpp): the columns of one row share
+-- One answer per row (src/keys/statement_memo.hpp): the columns of one row share
 -- one call; a new row, a new statement or any write by idem is a new call.
 CREATE FUNCTION memo_rows_count(counter text) RETURNS bigint LANGUAGE sql AS
 $$ SELECT (row_to_json(s)->>counter)::bigint FROM idem.stats s WHERE datname = current_database() $$;

@@ -1,4 +1,4 @@
--- The claim memo (src/statement_memo.hpp) holds a few answers of the current
+-- The claim memo (src/keys/statement_memo.hpp) holds a few answers of the current
 -- row only: its memory does not grow with the claims of a statement (issue
 -- #27, defect 6: ~220 bytes a claim, held until the statement's end, so an
 -- INSERT ... SELECT over 10 million keys would have held ~2 GB).

@@ -3,7 +3,7 @@
 -- SQLSTATE (or is accepted), never in 22021 (a message cut inside a
 -- character, which the client's conversion refuses) or 54000 (an index
 -- entry too large). Error texts quote a caller's text cut at a character
--- boundary (src/message_text.hpp). A character LATIN1 cannot hold ('€') is
+-- boundary (src/pg/message_text.hpp). A character LATIN1 cannot hold ('€') is
 -- refused by the server's conversion (22P05) only when a message really
 -- quotes it; quoted texts are cut first, so a '€' past the cut is never
 -- sent. The file itself is ASCII: chr() builds the characters.

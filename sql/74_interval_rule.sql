@@ -1,4 +1,4 @@
--- One rule for every interval idem accepts (src/interval_rule.hpp): finite,
+-- One rule for every interval idem accepts (src/pure/interval_rule.hpp): finite,
 -- and positive from every moment, a month counting as 28 days when added
 -- and 31 when subtracted, a day as 24 hours less an hour for a
 -- daylight-saving change. Intervals that PostgreSQL's '> 0' (30-day months)

@@ -1,6 +1,6 @@
 -- idem.request_hash(jsonb) on a large document stops at a cancel or
 -- statement_timeout (57014) inside the call: the canonicalizer asks for
--- pending interrupts as it goes (src/jcs.hpp) and the call serves them. The
+-- pending interrupts as it goes (src/pure/jcs.hpp) and the call serves them. The
 -- proof needs no clock: the statement computes the hash and then draws
 -- from a sequence, with no interrupt check between the two expressions, so
 -- a hash that ran to its end despite the timeout would draw a value (a

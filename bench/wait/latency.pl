@@ -3,7 +3,7 @@
 # COMMIT has returned, against the floor PostgreSQL itself offers:
 #   idem     idem.claim_or_wait: the waiter holds no lock and no transaction
 #            id; the owner's commit broadcasts the key's condition variable
-#            (src/wait_slots.cpp) and the waiter claims again.
+#            (src/waits/wait_slots.cpp) and the waiter claims again.
 #   rowlock  a twin blocked on the owner's row lock (SELECT ... FOR SHARE):
 #            the lock manager wakes it at the owner's commit and READ
 #            COMMITTED re-reads the row's committed version. Its owner has to

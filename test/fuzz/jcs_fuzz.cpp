@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "../../src/errors.hpp"
-#include "../../src/jcs.hpp"
+#include "../../src/pure/errors.hpp"
+#include "../../src/pure/jcs.hpp"
 
 namespace {
 

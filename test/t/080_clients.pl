@@ -1,10 +1,10 @@
 # What the regress files cannot show from one session.
-# 1. The statement memo (src/statement_memo.cpp) never hides a change: a
+# 1. The statement memo (src/keys/statement_memo.cpp) never hides a change: a
 #    PL/pgSQL loop that claims a twin's key again and again, in one statement
 #    with no write between its claims, sees the twin finish, and sees its lock
 #    run out.
 # 2. Without the preload, idem.retry_after still works, from the estimates of
-#    the session's own completions (src/request_durations.hpp).
+#    the session's own completions (src/waits/request_durations.hpp).
 use strict;
 use warnings;
 use IPC::Run;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves that the compile-time checks of the C++/Postgres boundary
 # (docs/internals.md, "The error boundary") refuse what they must:
-#   - src/pure.hpp: a pure translation unit that sees a Postgres header,
+#   - src/pure/pure.hpp: a pure translation unit that sees a Postgres header,
 #     before or after the mark, or through pg.hpp, must not compile, while the
 #     real pure files compile with the Postgres headers on the include path
 #     (so nothing but the mark keeps them out);
@@ -29,7 +29,7 @@ if [[ ! -f $server_include/postgres.h ]]; then
   echo "boundary: 0 passed, 1 failed"
   exit 1
 fi
-PURE_SOURCES=(src/jcs.cpp src/classify.cpp src/hashing.cpp src/row_invariants.cpp)
+PURE_SOURCES=(src/pure/jcs.cpp src/pure/classify.cpp src/pure/hashing.cpp src/pure/row_invariants.cpp)
 
 passed=0
 failed=0
@@ -70,29 +70,29 @@ must_compile() {
 }
 
 poisoned='poison'
-must_fail postgres_after_mark "$poisoned" '#include "pure.hpp"' 'extern "C" {' '#include "postgres.h"' '}'
+must_fail postgres_after_mark "$poisoned" '#include "pure/pure.hpp"' 'extern "C" {' '#include "postgres.h"' '}'
 must_fail postgres_before_mark 'pure C\+\+ translation unit' 'extern "C" {' '#include "postgres.h"' '}' \
-  '#include "pure.hpp"'
-must_fail fmgr_after_mark "$poisoned" '#include "pure.hpp"' '#include "jcs.hpp"' 'extern "C" {' \
+  '#include "pure/pure.hpp"'
+must_fail fmgr_after_mark "$poisoned" '#include "pure/pure.hpp"' '#include "pure/jcs.hpp"' 'extern "C" {' \
   '#include "fmgr.h"' '}'
-must_fail pg_hpp_after_mark 'pure C\+\+ translation unit' '#include "pure.hpp"' '#include "pg.hpp"'
-must_fail names_a_postgres_call "$poisoned" '#include "pure.hpp"' 'void *h() { return palloc(1); }'
+must_fail pg_hpp_after_mark 'pure C\+\+ translation unit' '#include "pure/pure.hpp"' '#include "pg/pg.hpp"'
+must_fail names_a_postgres_call "$poisoned" '#include "pure/pure.hpp"' 'void *h() { return palloc(1); }'
 
 # The guard and the longjmp-safe structs.
 destructor='trivially destructible'
-must_compile guard_trivial_capture '#include "guard.hpp"' \
+must_compile guard_trivial_capture '#include "pg/guard.hpp"' \
   'Datum f(FunctionCallInfo fcinfo) { return idem::run_guarded([fcinfo]() -> Datum { return PG_GETARG_DATUM(0); }); }'
-must_fail guard_string_capture "$destructor" '#include <string>' '#include "guard.hpp"' \
+must_fail guard_string_capture "$destructor" '#include <string>' '#include "pg/guard.hpp"' \
   'Datum f(std::string s) { return idem::run_guarded([s]() -> Datum { return s.size(); }); }'
-must_fail longjmp_safe_string "$destructor" '#include <string>' '#include "pg.hpp"' \
+must_fail longjmp_safe_string "$destructor" '#include <string>' '#include "pg/pg.hpp"' \
   'struct Row { std::string text; };' 'IDEM_LONGJMP_SAFE(Row);'
 
 # Raw SPI results outside spi_session.cpp.
-must_compile spi_session_user '#include "spi_session.hpp"' \
+must_compile spi_session_user '#include "pg/spi_session.hpp"' \
   'char *f(idem::SpiSession *s) { return idem::spi_copy_text(s, 0, 1); }'
-must_fail raw_spi_getvalue "$poisoned" '#include "pg.hpp"' \
+must_fail raw_spi_getvalue "$poisoned" '#include "pg/pg.hpp"' \
   'char *f() { return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1); }'
-must_fail raw_spi_finish "$poisoned" '#include "statements.hpp"' 'void f() { SPI_finish(); }'
+must_fail raw_spi_finish "$poisoned" '#include "pg/statements.hpp"' 'void f() { SPI_finish(); }'
 
 for src in "${PURE_SOURCES[@]}"; do
   if compile g++ "$src"; then
@@ -101,7 +101,7 @@ for src in "${PURE_SOURCES[@]}"; do
     echo "FAILED: pure file $src does not compile:"; cat "$build/last.err"
     failed=$((failed + 1))
   fi
-  if head -n 20 "$src" | grep -q '^#include "pure.hpp"'; then
+  if head -n 20 "$src" | grep -q '^#include "pure/pure.hpp"'; then
     passed=$((passed + 1))
   else
     echo "FAILED: $src does not start by including pure.hpp"

@@ -2,7 +2,7 @@
 // with and without a matching hash, an expired lock and a passed expiry.
 #include <gtest/gtest.h>
 
-#include "../../src/classify.hpp"
+#include "../../src/pure/classify.hpp"
 
 namespace {
 

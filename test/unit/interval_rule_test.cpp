@@ -1,11 +1,11 @@
-// Unit tests of the one interval rule (src/interval_rule.hpp). Each
+// Unit tests of the one interval rule (src/pure/interval_rule.hpp). Each
 // expectation is worked out by hand from the calendar, not by the code.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <limits>
 
-#include "../../src/interval_rule.hpp"
+#include "../../src/pure/interval_rule.hpp"
 
 namespace {
 

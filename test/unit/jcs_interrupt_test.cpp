@@ -1,10 +1,10 @@
 // The canonicalizer stops when its caller says an interrupt is pending
-// (src/jcs.hpp), so idem.request_hash on a large document can be cancelled.
+// (src/pure/jcs.hpp), so idem.request_hash on a large document can be cancelled.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "../../src/jcs.hpp"
+#include "../../src/pure/jcs.hpp"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "../../src/errors.hpp"
-#include "../../src/jcs.hpp"
+#include "../../src/pure/errors.hpp"
+#include "../../src/pure/jcs.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The key table's invariants (src/row_invariants.cpp): the rows idem's own
+// The key table's invariants (src/pure/row_invariants.cpp): the rows idem's own
 // functions write hold them all; each of 1.0's thirteen rules, broken alone,
 // is the one reported, with its 1.0 constraint name and SQLSTATE 23514; the
 // boundaries of each rule; NULLs judged as SQL's CHECK judges them.
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "../../src/errors.hpp"
-#include "../../src/row_invariants.hpp"
+#include "../../src/pure/errors.hpp"
+#include "../../src/pure/row_invariants.hpp"
 
 namespace {
 

@@ -8,12 +8,12 @@ set -euo pipefail
 # Sources without Postgres headers that unit tests link against; a file that
 # does not exist (yet) is skipped. hashing.cpp is pure too, but needs OpenSSL
 # and has no test of its own here; boundary_check.sh compiles it.
-PURE_SOURCES=(src/jcs.cpp src/classify.cpp src/row_invariants.cpp src/interval_rule.cpp)
+PURE_SOURCES=(src/pure/jcs.cpp src/pure/classify.cpp src/pure/row_invariants.cpp src/pure/interval_rule.cpp)
 
 GTEST_DIR=/usr/src/googletest/googletest
 WARNINGS=(-Wall -Wextra -Werror)
-GCC_FLAGS=(-std=c++17 -O1 -pthread)
-CLANG_FLAGS=(-std=c++17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all
+GCC_FLAGS=(-std=c++17 -O1 -pthread -Isrc)
+CLANG_FLAGS=(-std=c++17 -O1 -g -Isrc -fsanitize=address,undefined -fno-sanitize-recover=all
              -fno-omit-frame-pointer -pthread)
 # abort_on_error: a report ends the process with a non-zero status even when
 # the report comes at exit (leaks).

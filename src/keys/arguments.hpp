@@ -1,0 +1,69 @@
+// Checks of the SQL functions' arguments. Each failure throws idem::Error
+// with the documented SQLSTATE, a message a person understands, a detail that
+// names the scope and key, and a hint.
+#pragma once
+
+#include "pg/pg.hpp"
+
+namespace idem {
+
+// The (scope, key) an error is about; either may be null.
+struct KeyName {
+  const char *scope;
+  const char *key;
+};
+IDEM_LONGJMP_SAFE(KeyName);
+
+// Fetches scope and key (arguments 0 and 1) and checks them (P4000, P4001).
+// The returned texts are detoasted; name receives C strings for messages.
+void require_scope_and_key(FunctionCallInfo fcinfo, text **scope, text **key, KeyName *name);
+
+// A required non-empty text argument (request hash, failure code, recovery point).
+text *require_text(FunctionCallInfo fcinfo, int argno, const char *sqlstate,
+                   const char *what, const KeyName &name);
+
+int64 require_fence(FunctionCallInfo fcinfo, int argno, const KeyName &name);
+bool require_bool(FunctionCallInfo fcinfo, int argno, const char *what, const KeyName &name);
+int32 require_batch_limit(FunctionCallInfo fcinfo, int argno);
+
+// An HTTP status code, or NULL when allowed.
+bool optional_response_code(FunctionCallInfo fcinfo, int argno, bool required,
+                            const KeyName &name, int32 *code);
+
+// The one rule for intervals (interval_rule.hpp): finite, and positive from
+// every moment (with or_zero, not negative). Every interval argument and
+// idem.scope_policy's interval columns are judged by it; SQL reaches it as
+// idem.interval_is_positive.
+bool interval_is_acceptable(const Interval *value, bool or_zero);
+
+// idem.interval_is_positive(value interval, or_zero boolean): the rule
+// above; NULL for NULL (a CHECK passes NULL, "not set here").
+Datum interval_is_positive_sql(FunctionCallInfo fcinfo);
+
+// A non-NULL interval argument that is finite: 'infinity' and '-infinity'
+// (PostgreSQL 17 on) are refused with P4004, since a lock or a retention
+// that never ends would keep a key from ever going stale or expiring.
+const Interval *require_finite_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+                                        const KeyName &name);
+
+// An interval argument accepted by interval_is_acceptable, or the setting's value when
+// NULL. Returns false (and leaves *out alone) when the result means "no
+// interval", which only idem.retention = -1 can mean.
+bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
+                         int setting_value, int64 setting_unit_usecs, TimestampTz now,
+                         const KeyName &name, Interval *out);
+
+// A required interval argument accepted by interval_is_acceptable (max_wait,
+// extend_by): returns now + the interval. NULL, 'infinity' and an interval
+// that is not positive (or, in a time zone with a daylight-saving change of
+// more than an hour, does not end after now) are refused with P4004 and the
+// given hint.
+TimestampTz require_positive_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+                                      TimestampTz now, const KeyName &name, const char *hint);
+
+// detail_suffix, when not null, follows the scope and key in errdetail.
+[[noreturn]] void throw_key_error(const char *sqlstate, const char *message,
+                                  const KeyName &name, const char *hint,
+                                  const char *detail_suffix = nullptr);
+
+}  // namespace idem

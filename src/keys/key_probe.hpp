@@ -1,0 +1,34 @@
+// One row of an idem table read by its primary key through the key's index,
+// without SPI: the read a replay is made of (docs/internals.md, "Key
+// probes"). SPI would plan nothing here (the plan is kept) but still starts
+// and ends an executor, pushes a snapshot and forms a result tuple for every
+// call; a replay of consume_once is that one read and nothing else.
+//
+// Public access-method calls only (table_open, index_beginscan,
+// index_getnext_slot), the way Postgres's own catalog lookups read by key.
+// The row is read as the next statement of the calling function would see
+// it: after the transaction's own earlier commands, in a snapshot taken now
+// under READ COMMITTED and in the transaction's snapshot under REPEATABLE
+// READ or SERIALIZABLE (whose predicate locks the index and heap take
+// themselves).
+#pragma once
+
+#include "pg/pg.hpp"
+
+namespace idem {
+
+// The row of idem.`table` whose two-column text primary key `key_index` is
+// (first, second). Returns false when there is none; else fills values[i]
+// and nulls[i] for each of the `column_count` columns named in `columns`,
+// copied into `into` (the caller's context: a caller connected to SPI passes
+// its session's caller_context, which outlives spi_finish).
+bool probe_by_key(const char *table, const char *key_index, const text *first,
+                  const text *second, int column_count, const char *const columns[],
+                  MemoryContext into, Datum values[], bool nulls[]);
+
+// Whether two texts are the same bytes: how a probed key or hash column is
+// compared with the caller's (the key columns use the database's default
+// collation, which is deterministic, so '=' means the same bytes).
+bool same_text(const text *a, const text *b);
+
+}  // namespace idem

@@ -1,0 +1,144 @@
+// idem.lookup, idem.evict and idem.force_expire (see key_tools.hpp). Evict and
+// force_expire refuse an in-flight key unless forced (P4021) and a missing one
+// (P4020); lookup answers a missing key with no row.
+#include "keys/key_tools.hpp"
+
+#include "keys/arguments.hpp"
+#include "pure/errors.hpp"
+#include "pg/spi_session.hpp"
+
+namespace idem {
+
+namespace {
+
+// Columns of the tools' result rows (statements.cpp).
+enum ToolColumn { tool_row = 1, tool_status, tool_fence };
+
+const char *role_name(Oid role) {
+  const char *name = GetUserNameFromId(role, true);
+  return name != nullptr ? name : "(dropped role)";
+}
+
+// One LOG line per use: who (the login role; the role in effect where the
+// call was made, which SECURITY DEFINER does not hide; application_name),
+// which tool, which key, what happened. The client's address is
+// log_line_prefix's %h (libpq-be.h would drag in GSSAPI headers).
+void log_tool_use(const char *tool, const KeyName &name, const char *what) {
+  ereport(LOG, (errmsg("idem.%s by session user \"%s\", role \"%s\", application \"%s\": "
+                       "scope \"%s\", key \"%s\": %s",
+                       tool, role_name(GetSessionUserId()), role_name(GetOuterUserId()),
+                       application_name != nullptr ? application_name : "", name.scope,
+                       name.key, what)));
+}
+
+// What the log and the errors report about a row: its status and fence,
+// copied out of row 0 of the session's last result, so it outlives it.
+struct RowSummary {
+  const char *status;
+  const char *text;  // "status ..., fence ..."
+};
+IDEM_LONGJMP_SAFE(RowSummary);
+
+RowSummary summarize_row(const SpiSession *session, int status_column, int fence_column) {
+  bool isnull;
+  int64 fence = spi_int64(session, 0, fence_column, &isnull);
+  const char *status = spi_copy_text(session, 0, status_column);
+  // While connected, the current context is SPI's own: format in the caller's.
+  MemoryContext spi_context = MemoryContextSwitchTo(session->caller_context);
+  const char *text = psprintf("status %s, fence %lld", status, static_cast<long long>(fence));
+  MemoryContextSwitchTo(spi_context);
+  return RowSummary{status, text};
+}
+
+// The tool's statement matched no row: the key is missing, or in flight and
+// force was not given. Logs the refusal, then raises it.
+[[noreturn]] void refuse(SpiSession *session, const char *tool, const KeyName &name,
+                         Datum *params) {
+  uint64 rows = spi_run(session, Statement::owner_fence, params, nullptr);
+  RowSummary observed = {nullptr, nullptr};
+  if (rows != 0) observed = summarize_row(session, 2, 1);
+  spi_finish(session);
+  if (rows == 0) {
+    log_tool_use(tool, name, "refused: no such key");
+    throw_key_error(sqlstate::key_not_found,
+                    psprintf("idem.%s: idempotency key does not exist", tool), name,
+                    "Check the scope and key with idem.lookup; an expired key may already "
+                    "have been purged.");
+  }
+  if (strcmp(observed.status, "processing") != 0) {
+    // The row changed between the tool's statement and this look.
+    log_tool_use(tool, name,
+                 psprintf("refused: the key changed meanwhile (%s)", observed.text));
+    throw_key_error(sqlstate::contention,
+                    psprintf("idem.%s: the idempotency key changed while being handled", tool),
+                    name, "Run the call again.", observed.text);
+  }
+  log_tool_use(tool, name, psprintf("refused: the key is in flight (%s)", observed.text));
+  throw_key_error(sqlstate::key_in_flight,
+                  psprintf("idem.%s: idempotency key is being processed", tool), name,
+                  "Its owner may still be working and would lose its outcome. Wait for it "
+                  "(idem.lookup shows locked_until), or pass force => true to end it anyway.",
+                  observed.text);
+}
+
+// Runs evict or force_expire; returns the row as it now is (or was, evicted).
+Datum run_tool(FunctionCallInfo fcinfo, const char *tool, Statement statement,
+               const char *done) {
+  text *scope;
+  text *key;
+  KeyName name;
+  require_scope_and_key(fcinfo, &scope, &key, &name);
+  bool force = require_bool(fcinfo, 2, "force", name);
+  Datum params[4] = {PointerGetDatum(scope), PointerGetDatum(key), BoolGetDatum(force),
+                     TimestampTzGetDatum(GetCurrentTimestamp())};
+  SpiSession session;
+  spi_connect(&session);
+  if (spi_run(&session, statement, params, nullptr) == 0) refuse(&session, tool, name, params);
+  RowSummary changed = summarize_row(&session, tool_status, tool_fence);
+  bool isnull;
+  Datum result = spi_copy_datum(&session, 0, tool_row, &isnull);
+  spi_finish(&session);
+  log_tool_use(tool, name, psprintf("%s (%s%s)", done, changed.text, force ? ", forced" : ""));
+  return result;
+}
+
+}  // namespace
+
+Datum lookup_key(FunctionCallInfo fcinfo) {
+  text *scope;
+  text *key;
+  KeyName name;
+  require_scope_and_key(fcinfo, &scope, &key, &name);
+  InitMaterializedSRF(fcinfo, 0);
+  auto *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+  Datum params[2] = {PointerGetDatum(scope), PointerGetDatum(key)};
+  SpiSession session;
+  spi_connect(&session);
+  uint64 rows = spi_run(&session, Statement::lookup_key, params, nullptr);
+  bool isnull = true;
+  Datum whole_row = Datum(0);
+  RowSummary found = {nullptr, nullptr};
+  if (rows != 0) {
+    whole_row = spi_copy_datum(&session, 0, tool_row, &isnull);
+    found = summarize_row(&session, tool_status, tool_fence);
+  }
+  spi_finish(&session);
+  if (rows == 0) {
+    log_tool_use("lookup", name, "no such key");
+    return (Datum)0;
+  }
+  HeapTupleData row = heap_tuple_of(DatumGetHeapTupleHeader(whole_row));
+  tuplestore_puttuple(result->setResult, &row);  // copies into the result's memory
+  log_tool_use("lookup", name, psprintf("found (%s)", found.text));
+  return (Datum)0;
+}
+
+Datum evict_key(FunctionCallInfo fcinfo) {
+  return run_tool(fcinfo, "evict", Statement::evict_key, "deleted");
+}
+
+Datum force_expire_key(FunctionCallInfo fcinfo) {
+  return run_tool(fcinfo, "force_expire", Statement::force_expire_key, "expired");
+}
+
+}  // namespace idem

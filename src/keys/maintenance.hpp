@@ -1,0 +1,17 @@
+// One batch of maintenance, shared by the SQL functions (idem.sweep_stale,
+// idem.purge_expired) and the background worker, so both run the very same
+// statement.
+#pragma once
+
+#include "pg/pg.hpp"
+#include "pg/spi_session.hpp"
+
+namespace idem {
+
+// Runs one bounded batch of Statement::sweep_stale or Statement::purge_expired
+// at the current time, in the connected session, inside the caller's
+// transaction. Returns the number of rows changed; fewer than limit means the
+// backlog is done (for now). May throw idem::Error.
+uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit);
+
+}  // namespace idem

@@ -1,0 +1,82 @@
+// The counters behind the view idem.stats, and their reset (stats_sql.hpp).
+#include "keys/stats_sql.hpp"
+
+#include "pure/errors.hpp"
+#include "keys/stats.hpp"
+
+namespace idem {
+
+namespace {
+
+// Columns of idem.stats_counters(): datid, the counters, last_worker_round, stats_reset.
+constexpr int stats_columns = 1 + stats::counter_count + 2;
+
+void require_counters(const char *what) {
+  if (!stats::available())
+    throw Error(sqlstate::not_preloaded,
+                std::string(what) + " needs idem in shared_preload_libraries",
+                "The counters live in shared memory, which only a preloaded library can "
+                "allocate.",
+                "Add 'idem' to shared_preload_libraries in postgresql.conf and restart the "
+                "server. The key-store functions work without it.");
+}
+
+Datum timestamp_or_null(uint64 stored, bool *isnull) {
+  *isnull = stored == 0;
+  return TimestampTzGetDatum(static_cast<TimestampTz>(stored));
+}
+
+void put_row(ReturnSetInfo *result, stats::DatabaseCounters *row) {
+  Datum values[stats_columns];
+  bool nulls[stats_columns];
+  Oid datid = pg_atomic_read_u32(&row->datid);
+  bool any_counted = false;
+  values[0] = ObjectIdGetDatum(datid);
+  nulls[0] = datid == InvalidOid;  // the overflow row
+  for (int i = 0; i < stats::counter_count; ++i) {
+    uint64 value = pg_atomic_read_u64(&row->counters[i]);
+    any_counted = any_counted || value != 0;
+    values[1 + i] = Int64GetDatum(static_cast<int64>(value));
+    nulls[1 + i] = false;
+  }
+  values[stats_columns - 2] =
+      timestamp_or_null(pg_atomic_read_u64(&row->last_worker_round), &nulls[stats_columns - 2]);
+  values[stats_columns - 1] =
+      timestamp_or_null(pg_atomic_read_u64(&row->stats_reset), &nulls[stats_columns - 1]);
+  // The overflow row appears only once a database past the limit counted something.
+  if (datid == InvalidOid && !any_counted) return;
+  tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
+}
+
+}  // namespace
+
+Datum stats_counters(FunctionCallInfo fcinfo) {
+  require_counters("idem.stats");
+  InitMaterializedSRF(fcinfo, 0);
+  auto *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+  if (result->setDesc->natts != stats_columns) {
+    // Formatted before the throw builds its std::strings: psprintf may longjmp.
+    const char *detail = psprintf("it returns %d columns; the library fills %d",
+                                  result->setDesc->natts, stats_columns);
+    throw Error(sqlstate::internal, "idem.stats_counters() is declared with the wrong columns",
+                detail, "Reinstall the extension: the library and its SQL script disagree.");
+  }
+  stats::row_for(MyDatabaseId);  // the current database shows, if only with zeros
+  stats::for_each_row([result](stats::DatabaseCounters *row) { put_row(result, row); });
+  return (Datum)0;
+}
+
+Datum stats_reset(FunctionCallInfo fcinfo) {
+  require_counters("idem.stats_reset()");
+  if (PG_ARGISNULL(0))
+    throw Error(sqlstate::bad_argument, "all_databases must not be NULL", "",
+                "Pass false to reset this database's counters, true to reset every database's.");
+  TimestampTz now = GetCurrentTimestamp();
+  if (PG_GETARG_BOOL(0))
+    stats::for_each_row([now](stats::DatabaseCounters *row) { stats::reset_row(row, now); });
+  else
+    stats::reset_row(stats::row_for(MyDatabaseId), now);
+  PG_RETURN_VOID();
+}
+
+}  // namespace idem

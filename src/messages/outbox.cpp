@@ -1,0 +1,223 @@
+// The outbox's per-event calls (outbox.hpp). The errors keep the words of the
+// PL/pgSQL functions they replace.
+#include "messages/outbox.hpp"
+
+#include "keys/arguments.hpp"
+#include "pure/errors.hpp"
+#include "messages/message_arguments.hpp"
+#include "pg/spi_session.hpp"
+
+extern "C" {
+#include "catalog/pg_collation.h"
+}
+
+namespace idem {
+
+namespace {
+
+using namespace message_arguments;
+
+// The advisory lock class of outbox_put's per-aggregate lock: the four
+// bytes of "idem" as an integer, clear of small user keys.
+constexpr int32 aggregate_lock_class = 1768187245;
+// The columns of outbox_lease's result (its RETURNS TABLE).
+constexpr int lease_columns = 11;
+// The bytes of scope, key and event_type together that an entry of the
+// unique index outbox_event_identity can hold, with its headers and
+// alignment, under btree's limit of a third of a page (2,704 bytes).
+constexpr int max_identity_bytes = 2600;
+
+void require_event(FunctionCallInfo fcinfo, const text *scope, const text *key,
+                   const text *event_type) {
+  if (!name_fits(scope))
+    throw_error(sqlstate::scope_invalid, "scope must be 1 to 255 characters",
+                psprintf("scope was %s.", literal(scope)),
+                "Pass the scope of the key the event belongs to.");
+  if (!name_fits(key))
+    throw_error(sqlstate::key_invalid, "key must be 1 to 255 characters",
+                psprintf("scope %s, key %s.", literal(scope), literal(key, detail_name_chars)),
+                "Pass the idempotency key of the request that produced the event.");
+  if (event_type == nullptr || VARSIZE_ANY_EXHDR(event_type) == 0 || PG_ARGISNULL(3))
+    throw_error(sqlstate::bad_argument, "event_type and payload must be given",
+                psprintf("scope %s, key %s: event_type %s, payload %s.", literal(scope),
+                         literal(key), literal(event_type),
+                         PG_ARGISNULL(3)
+                             ? "NULL"
+                             : excerpt_text(DatumGetCString(
+                                   DirectFunctionCall1(jsonb_out, PG_GETARG_DATUM(3))))),
+                "Name the event type and pass a jsonb payload ('{}' for none).");
+  if (!name_fits(event_type))
+    throw_error(sqlstate::bad_argument, "event_type must be 1 to 255 characters",
+                psprintf("scope %s, key %s: event_type %s.", literal(scope), literal(key),
+                         literal(event_type, detail_name_chars)),
+                "Name the event type in at most 255 characters, such as 'order.created'.");
+  for (int argno : {4, 5}) {
+    const text *aggregate = text_argument(fcinfo, argno);
+    if (aggregate != nullptr && !name_fits(aggregate) && VARSIZE_ANY_EXHDR(aggregate) > 0)
+      throw_error(sqlstate::bad_argument,
+                  psprintf("%s must be at most 255 characters",
+                           argno == 4 ? "aggregate_type" : "aggregate_id"),
+                  psprintf("scope %s, key %s: %s %s.", literal(scope), literal(key),
+                           argno == 4 ? "aggregate_type" : "aggregate_id",
+                           literal(aggregate, detail_name_chars)),
+                  "Name the aggregate in at most 255 characters, such as its primary key.");
+  }
+  // scope, key and event_type are one entry of the outbox's unique index,
+  // which holds at most about 2,700 bytes: reachable only with characters of
+  // four bytes in all three.
+  int identity_bytes = VARSIZE_ANY_EXHDR(scope) + VARSIZE_ANY_EXHDR(key) +
+                       VARSIZE_ANY_EXHDR(event_type);
+  if (identity_bytes > max_identity_bytes)
+    throw_error(sqlstate::bad_argument, "scope, key and event_type are too long together",
+                psprintf("scope %s, key %s, event_type %s: %d bytes in the server's encoding; "
+                         "at most %d fit the outbox's index.",
+                         literal(scope, detail_name_chars), literal(key, detail_name_chars),
+                         literal(event_type, detail_name_chars), identity_bytes,
+                         max_identity_bytes),
+                "Use a shorter event_type.");
+}
+
+// An aggregate's events must commit in id order, or a relay could lease
+// event 2 while event 1's transaction is still open (invisible to it) and
+// deliver them out of order (bench/README.md, "1.1: inbox and outbox"). So
+// puts of one aggregate take a transaction-level advisory lock on it before
+// drawing their id: the next put of that aggregate waits for this
+// transaction to end.
+void lock_aggregate(const text *aggregate_type, const text *aggregate_id) {
+  StringInfoData name;
+  initStringInfo(&name);
+  if (aggregate_type != nullptr)
+    appendBinaryStringInfo(&name, VARDATA_ANY(aggregate_type), VARSIZE_ANY_EXHDR(aggregate_type));
+  appendStringInfoChar(&name, '/');
+  appendBinaryStringInfo(&name, VARDATA_ANY(aggregate_id), VARSIZE_ANY_EXHDR(aggregate_id));
+  Datum hash =
+      DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID,
+                              PointerGetDatum(cstring_to_text_with_len(name.data, name.len)));
+  DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(aggregate_lock_class), hash);
+}
+
+}  // namespace
+
+Datum outbox_put(FunctionCallInfo fcinfo) {
+  const text *scope = text_argument(fcinfo, 0);
+  const text *key = text_argument(fcinfo, 1);
+  const text *event_type = text_argument(fcinfo, 2);
+  require_event(fcinfo, scope, key, event_type);
+  if (!PG_ARGISNULL(5)) lock_aggregate(text_argument(fcinfo, 4), text_argument(fcinfo, 5));
+
+  Datum params[9];
+  char nulls[10] = "         ";
+  for (int i = 0; i < 8; ++i) {
+    params[i] = PG_ARGISNULL(i) ? Datum(0) : PG_GETARG_DATUM(i);
+    if (PG_ARGISNULL(i)) nulls[i] = 'n';
+  }
+  params[8] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+  SpiSession session;
+  spi_connect(&session);
+  bool isnull;
+  if (spi_run(&session, Statement::outbox_insert, params, nulls) > 0) {
+    int64 id = spi_int64(&session, 0, 1, &isnull);
+    spi_finish(&session);
+    // Delivered at commit only, and never for a rolled-back put.
+    DirectFunctionCall2(pg_notify, PointerGetDatum(cstring_to_text("idem_outbox")), params[2]);
+    PG_RETURN_INT64(id);
+  }
+  // The event is there (a twin's insert committed meanwhile is seen too).
+  if (spi_run(&session, Statement::outbox_existing, params, nulls) == 0) {
+    spi_finish(&session);
+    PG_RETURN_NULL();
+  }
+  int64 id = spi_int64(&session, 0, 1, &isnull);
+  bool same_null;
+  bool same = DatumGetBool(spi_copy_datum(&session, 0, 2, &same_null));
+  spi_finish(&session);
+  if (!same_null && !same)
+    throw_error(
+        sqlstate::event_mismatch,
+        psprintf("outbox event %s of key %s was put with a different payload", literal(event_type),
+                 literal(key)),
+        psprintf("scope %s, key %s, event_type %s: event " INT64_FORMAT " has another payload.",
+                 literal(scope), literal(key), literal(event_type), id),
+        "An event is put once per (scope, key, event_type); a different event needs its own key "
+        "or type.");
+  PG_RETURN_INT64(id);
+}
+
+Datum outbox_lease(FunctionCallInfo fcinfo) {
+  if (PG_ARGISNULL(0) || PG_GETARG_INT32(0) <= 0)
+    throw_error(sqlstate::bad_argument, "batch_limit must be positive",
+                PG_ARGISNULL(0) ? "batch_limit was NULL."
+                                : psprintf("batch_limit was %d.", PG_GETARG_INT32(0)),
+                "Pass a positive number of rows.");
+  // A lease that is not positive on every calendar would be over when
+  // granted, and the next lease would take the same event.
+  if (PG_ARGISNULL(1) || !interval_is_acceptable(PG_GETARG_INTERVAL_P(1), false))
+    throw_error(sqlstate::bad_argument, "lease must be positive and finite",
+                psprintf("lease was %s.", PG_ARGISNULL(1) ? "NULL"
+                                                          : DatumGetCString(DirectFunctionCall1(
+                                                                interval_out, PG_GETARG_DATUM(1)))),
+                "Pass a lease longer than one delivery takes.");
+  InitMaterializedSRF(fcinfo, 0);
+  auto *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+  int natts = result->setDesc->natts;
+  if (natts != lease_columns)
+    throw_error(sqlstate::internal,
+                "idem.outbox_lease's result does not have the columns this library returns",
+                psprintf("it has %d columns; the library returns %d", natts, lease_columns),
+                "Reinstall the extension: the library and its SQL script disagree.");
+  Datum params[4] = {TimestampTzGetDatum(GetCurrentStatementStartTimestamp()), PG_GETARG_DATUM(1),
+                     PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), PG_GETARG_DATUM(0)};
+  char nulls[5] = "    ";
+  if (PG_ARGISNULL(2)) nulls[2] = 'n';
+  SpiSession session;
+  spi_connect(&session);
+  uint64 rows = spi_run(&session, Statement::outbox_lease, params, nulls);
+  for (uint64 row = 0; row < rows; ++row) {
+    Datum values[lease_columns];
+    bool isnull[lease_columns];
+    spi_copy_row(&session, row, lease_columns, values, isnull);
+    tuplestore_putvalues(result->setResult, result->setDesc, values, isnull);
+  }
+  spi_finish(&session);
+  return Datum(0);
+}
+
+Datum outbox_published(FunctionCallInfo fcinfo) {
+  // published_at is the clock at the mark, not the statement's start: a
+  // relay whose statement started first may lease an aggregate's next event
+  // only after another relay's mark of the one before committed, and the
+  // times must say so (bench/messages/run checks the order by them).
+  Datum params[3] = {PG_ARGISNULL(0) ? Datum(0) : PG_GETARG_DATUM(0),
+                     PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1),
+                     TimestampTzGetDatum(GetCurrentTimestamp())};
+  char nulls[4] = "   ";
+  if (PG_ARGISNULL(0)) nulls[0] = 'n';
+  if (PG_ARGISNULL(1)) nulls[1] = 'n';
+  SpiSession session;
+  spi_connect(&session);
+  if (spi_run(&session, Statement::outbox_published, params, nulls) > 0) {
+    spi_finish(&session);
+    PG_RETURN_VOID();
+  }
+  // Lost: say what the event is now, as idem.outbox_lease_lost does.
+  // The texts are copied into the caller's context and formatted after
+  // spi_finish: anything palloc'd while connected dies with SPI's context.
+  char *status = nullptr;
+  char *fence = nullptr;
+  if (spi_run(&session, Statement::outbox_event_state, params, nulls) > 0) {
+    status = spi_copy_text(&session, 0, 1);
+    fence = spi_copy_text(&session, 0, 2);
+  }
+  spi_finish(&session);
+  const char *state = status == nullptr
+                          ? "no such event"
+                          : psprintf("status %s, fence %s", status, fence == nullptr ? "" : fence);
+  throw_error(
+      sqlstate::stale_fence, "the lease on this outbox event was lost",
+      psprintf("outbox_published(%s, %s): the event is not leased under this fence (%s).",
+               PG_ARGISNULL(0) ? "" : psprintf(INT64_FORMAT, PG_GETARG_INT64(0)),
+               PG_ARGISNULL(1) ? "NULL" : psprintf(INT64_FORMAT, PG_GETARG_INT64(1)), state),
+      "Another relay leased the event after this lease ran out; drop the result, do not retry it.");
+}
+
+}  // namespace idem

@@ -1,0 +1,28 @@
+// Library entry: the magic block and _PG_init.
+#include "messages/message_maintenance.hpp"
+#include "pg/pg.hpp"
+#include "pg/settings.hpp"
+#include "pg/shared_memory.hpp"
+#include "waits/wait_slots.hpp"
+#include "worker/worker.hpp"
+
+extern "C" {
+
+// The library's version: that of the newest extension script it serves
+// (sql/idem--*.sql, idem.control's default_version once released).
+IDEM_MODULE_MAGIC("1.1");
+
+PGDLLEXPORT void _PG_init(void);
+
+void _PG_init(void) {
+  idem::define_key_store_settings();
+  idem::define_worker_settings();
+  idem::define_message_settings();
+  // Reads idem.database, which sizes the workers' status in shared memory:
+  // before the hooks that allocate it.
+  idem::register_background_workers();
+  idem::install_shared_memory_hooks();
+  idem::wait_slots::install_commit_prepared_hook();
+  MarkGUCPrefixReserved("idem");
+}
+}

@@ -1,0 +1,179 @@
+#include "worker/worker_status.hpp"
+
+#include "pure/errors.hpp"
+#include "pg/settings.hpp"
+
+extern "C" {
+#include "storage/spin.h"
+#include "utils/tuplestore.h"
+}
+
+namespace idem {
+
+namespace {
+
+struct WorkerEntry {
+  slock_t mutex;  // guards report; held only to copy a few fields
+  WorkerReport report;
+};
+
+// Fixed size (max_worker_databases entries, a few KB): the count in use is
+// set at start and never changes, since idem.database needs a restart.
+struct WorkerSharedState {
+  int database_count;
+  WorkerEntry entries[max_worker_databases];
+};
+
+WorkerSharedState *shared = nullptr;  // set in every process by attach_worker_status
+
+// Copied in the postmaster by configure_worker_status; children inherit it.
+NameData configured_databases[max_worker_databases];
+int configured_count = 0;
+
+// database, pid, state, last_round_start, last_round_end, last_round_swept,
+// last_round_purged, total_rounds.
+constexpr int worker_status_columns = 8;
+
+const char *const state_names[] = {
+    "stopped", "starting", "waiting for database", "waiting for extension", "standby",
+    "binary upgrade", "disabled", "idle", "working",
+};
+static_assert(sizeof state_names / sizeof state_names[0] ==
+                  static_cast<size_t>(WorkerState::working) + 1,
+              "one name per WorkerState");
+
+WorkerEntry &entry_at(int index) {
+  Assert(shared != nullptr && index >= 0 && index < shared->database_count);
+  return shared->entries[index];
+}
+
+}  // namespace
+
+}  // namespace idem
+
+namespace idem {
+
+const char *worker_state_name(WorkerState state) {
+  return state_names[static_cast<int>(state)];
+}
+
+void configure_worker_status(const char (*databases)[64], int count) {
+  configured_count = count;
+  for (int i = 0; i < count; ++i) namestrcpy(&configured_databases[i], databases[i]);
+}
+
+Size worker_status_shared_size() { return sizeof(WorkerSharedState); }
+
+// In the postmaster at start and after a crash restart (found is then false
+// again: the memory is new), and in EXEC_BACKEND children (found true).
+void attach_worker_status(void *memory, bool found) {
+  shared = static_cast<WorkerSharedState *>(memory);
+  if (found) return;
+  memset(shared, 0, sizeof(WorkerSharedState));
+  shared->database_count = configured_count;
+  for (int i = 0; i < configured_count; ++i) {
+    WorkerEntry &entry = shared->entries[i];
+    SpinLockInit(&entry.mutex);
+    entry.report.database = configured_databases[i];
+    entry.report.state = WorkerState::stopped;
+  }
+}
+
+bool worker_status_attached() { return shared != nullptr; }
+
+int worker_database_count() { return shared ? shared->database_count : 0; }
+
+void read_worker_report(int index, WorkerReport *out) {
+  WorkerEntry &entry = entry_at(index);
+  SpinLockAcquire(&entry.mutex);
+  *out = entry.report;
+  SpinLockRelease(&entry.mutex);
+}
+
+bool claim_worker_entry(int index, int pid) {
+  WorkerEntry &entry = entry_at(index);
+  SpinLockAcquire(&entry.mutex);
+  bool free = entry.report.pid == 0;
+  if (free) {
+    entry.report.pid = pid;
+    entry.report.state = WorkerState::starting;
+  }
+  SpinLockRelease(&entry.mutex);
+  return free;
+}
+
+void release_worker_entry(int index) {
+  TimestampTz now = GetCurrentTimestamp();
+  WorkerEntry &entry = entry_at(index);
+  SpinLockAcquire(&entry.mutex);
+  entry.report.pid = 0;
+  entry.report.state = WorkerState::stopped;
+  entry.report.last_exit = now;
+  SpinLockRelease(&entry.mutex);
+}
+
+void set_worker_state(int index, WorkerState state) {
+  WorkerEntry &entry = entry_at(index);
+  SpinLockAcquire(&entry.mutex);
+  entry.report.state = state;
+  SpinLockRelease(&entry.mutex);
+}
+
+void record_round_start(int index, TimestampTz start) {
+  WorkerEntry &entry = entry_at(index);
+  SpinLockAcquire(&entry.mutex);
+  entry.report.state = WorkerState::working;
+  entry.report.last_round_start = start;
+  SpinLockRelease(&entry.mutex);
+}
+
+void record_round_end(int index, TimestampTz end, uint64 swept, uint64 purged) {
+  WorkerEntry &entry = entry_at(index);
+  SpinLockAcquire(&entry.mutex);
+  entry.report.state = WorkerState::idle;
+  entry.report.last_round_end = end;
+  entry.report.last_round_swept = swept;
+  entry.report.last_round_purged = purged;
+  entry.report.total_rounds += 1;
+  SpinLockRelease(&entry.mutex);
+}
+
+Datum worker_status(FunctionCallInfo fcinfo) {
+  if (!worker_status_attached())
+    throw Error(sqlstate::not_preloaded, "idem's background worker is not running",
+                "idem is not in shared_preload_libraries, so no worker maintains the key store "
+                "and there is no status to show.",
+                "Add idem to shared_preload_libraries and restart the server, or schedule "
+                "SELECT idem.sweep_stale(); SELECT idem.purge_expired(); yourself (pg_cron).");
+  InitMaterializedSRF(fcinfo, 0);
+  ReturnSetInfo *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+  if (result->setDesc->natts != worker_status_columns) {
+    // Formatted before the throw builds its std::strings: psprintf may longjmp.
+    const char *detail = psprintf("it returns %d columns; the library fills %d",
+                                  result->setDesc->natts, worker_status_columns);
+    throw Error(sqlstate::internal, "idem.worker_status() is declared with the wrong columns",
+                detail, "Reinstall the extension: the library and its SQL script disagree.");
+  }
+  for (int i = 0; i < worker_database_count(); ++i) {
+    WorkerReport report;
+    read_worker_report(i, &report);
+    Datum values[worker_status_columns];
+    bool nulls[worker_status_columns] = {false, false, false, false, false, false, false, false};
+    values[0] = NameGetDatum(&report.database);
+    values[1] = Int32GetDatum(report.pid);
+    nulls[1] = report.pid == 0;
+    values[2] = CStringGetTextDatum(worker_state_name(report.state));
+    values[3] = TimestampTzGetDatum(report.last_round_start);
+    nulls[3] = report.last_round_start == 0;
+    values[4] = TimestampTzGetDatum(report.last_round_end);
+    nulls[4] = report.last_round_end == 0;
+    values[5] = Int64GetDatum(static_cast<int64>(report.last_round_swept));
+    values[6] = Int64GetDatum(static_cast<int64>(report.last_round_purged));
+    values[7] = Int64GetDatum(static_cast<int64>(report.total_rounds));
+    nulls[5] = nulls[6] = report.last_round_end == 0;
+    tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
+  }
+  return static_cast<Datum>(0);
+}
+
+}  // namespace idem
