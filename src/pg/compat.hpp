@@ -31,14 +31,22 @@ inline uint32 extension_wait_event(const char *name) {
 #endif
 }
 
-// 16 replaced pg_proc_aclcheck by object_aclcheck (utils/acl.h, included
-// by pg.hpp).
-inline bool may_execute(Oid function, Oid role) {
+// 16 replaced the per-catalog pg_*_aclcheck calls by object_aclcheck
+// (utils/acl.h, included by pg.hpp); idem asks two catalogs.
+inline bool role_may(Oid catalog, Oid object, Oid role, AclMode mode) {
 #if PG_VERSION_NUM >= 160000
-  return object_aclcheck(ProcedureRelationId, function, role, ACL_EXECUTE) == ACLCHECK_OK;
+  return object_aclcheck(catalog, object, role, mode) == ACLCHECK_OK;
 #else
-  return pg_proc_aclcheck(function, role, ACL_EXECUTE) == ACLCHECK_OK;
+  Assert(catalog == DatabaseRelationId || catalog == ProcedureRelationId);
+  AclResult result = catalog == DatabaseRelationId
+                         ? pg_database_aclcheck(object, role, mode)
+                         : pg_proc_aclcheck(object, role, mode);
+  return result == ACLCHECK_OK;
 #endif
+}
+
+inline bool may_execute(Oid function, Oid role) {
+  return role_may(ProcedureRelationId, function, role, ACL_EXECUTE);
 }
 
 // A completer's process connects as the function's owner
@@ -58,11 +66,7 @@ inline uint32 completer_connection_flags() {
 
 // A background worker is refused a database its role may not CONNECT to.
 inline bool may_connect(Oid database, Oid role) {
-#if PG_VERSION_NUM >= 160000
-  return object_aclcheck(DatabaseRelationId, database, role, ACL_CONNECT) == ACLCHECK_OK;
-#else
-  return pg_database_aclcheck(database, role, ACL_CONNECT) == ACLCHECK_OK;
-#endif
+  return role_may(DatabaseRelationId, database, role, ACL_CONNECT);
 }
 
 // 18 gave index_beginscan an instrumentation argument (EXPLAIN's index
