@@ -2,9 +2,10 @@
 # transaction may run on another server connection, so nothing may rest on
 # session state (DBD::Pg's named server-side prepared statements are turned
 # off, as for any client of a transaction pooler). Same verdict as
-# 101_twin_storm.pl. idem.bind_lock_to_session is unsafe here (README.md,
-# "Running idem beyond one server"): the session it binds a key to is the
-# pooler's server connection, which outlives the client and serves others.
+# 101_twin_storm.pl. idem.bind_lock_to_session is unsafe here
+# (docs/beyond-one-server.md, "Poolers (PgBouncer)"): the session it binds a
+# key to is the pooler's server connection, which outlives the client and
+# serves others.
 use strict;
 use warnings;
 use FindBin;
@@ -71,7 +72,7 @@ note("pgbouncer storm: $clients clients over $pool_size server connections, $key
 
 # Why idem.bind_lock_to_session is unsafe behind this pooler: the key is
 # bound to PgBouncer's server connection, which the client's exit does not
-# end, so the key is not stale when its client is gone (README.md).
+# end, so the key is not stale when its client is gone (docs/waiting.md).
 my $pooled = DBI->connect($dsn, 'postgres', '', { RaiseError => 1, AutoCommit => 1 });
 $pooled->begin_work;    # one transaction: one server connection
 $pooled->do('SET LOCAL idem.bind_lock_to_session = on');

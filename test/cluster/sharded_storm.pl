@@ -109,10 +109,10 @@ $pdb->do(q{SELECT idem.mark_failed('split', $1, $2, true, 'upstream_timeout')}, 
 $pdb->do(q{SELECT idem.mark_failed('split', $1, $2, false, 'card_declined', 'no', 402)}, undef, $final, $fence{$final});
 $pdb->do(q{SELECT idem.mark_succeeded('split', $1, $2, 201, '{"done": true}')}, undef, $done, $fence{$done});
 
-# The split, as README.md describes it: a new shard, partition 4's rows
-# (keys and business rows) copied from shard 0 with the fence sequence
-# carried over, the proxy switched to 8 partitions, the copies removed
-# from shard 0.
+# The split, as docs/beyond-one-server.md describes it: a new shard,
+# partition 4's rows (keys and business rows) copied from shard 0 with the
+# fence sequence carried over, the proxy switched to 8 partitions, the
+# copies removed from shard 0.
 my ($shard4) = start_shards('newshard', 1, 4);
 my $moving_rows = q{hashtext(scope || '/' || key) & 7 = 4};
 for my $table ('idem.idempotency_request', 'effects') {

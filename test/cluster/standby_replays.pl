@@ -2,8 +2,9 @@
 # the replay of a finished key read-only (no write, no error), refuses a
 # claim that would write with 25006 and a hint (the application sends that
 # one to the primary), and a key finished on the primary replays on the
-# standby once replay caught up (replica lag: README.md, "Running idem
-# beyond one server"). Then pgbench measures replay throughput on each.
+# standby once replay caught up (replica lag: docs/beyond-one-server.md,
+# "Replays from a hot standby"). Then pgbench measures replay throughput on
+# each.
 use strict;
 use warnings;
 use FindBin;

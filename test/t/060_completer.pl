@@ -25,7 +25,7 @@ CREATE EXTENSION idem;
 CREATE TABLE done (scope text, key text, attempt integer, by_role text, at timestamptz DEFAULT clock_timestamp());
 CREATE TABLE secret (card text);
 -- LOGIN: a completer runs in a process connected as its owner, and on
--- PostgreSQL 15 that role must be able to log in (README, "The completer").
+-- PostgreSQL 15 that role must be able to log in (docs/policy.md, "The completer").
 CREATE ROLE idem_weak LOGIN;
 GRANT INSERT ON done TO idem_weak;
 GRANT EXECUTE ON FUNCTION idem.mark_succeeded(text, text, bigint, integer, jsonb, text, text),
