@@ -3,7 +3,7 @@
 // run the completer (so the attempt counts, and a late client retry sees
 // processing_active, or wins the compare-and-swap and the worker skips the
 // key); the completer's own process, connected as the function's owner
-// (completer_worker.hpp), which the worker waits for until the key's lock
+// (completer_worker.cpp), which the worker waits for until the key's lock
 // ends; and a look at what it recorded. No code of the completer's ever runs
 // in the worker's session.
 #include "policy/completer.hpp"

@@ -2,7 +2,7 @@
 // after the sweep, keys past their scope's max_attempts are ended, then the
 // abandoned keys of scopes with a completer are claimed by the worker and
 // driven to their end by that function, run as its owner in a process of
-// its own, connected as that role (completer_worker.hpp).
+// its own, connected as that role (completer_worker.cpp).
 #pragma once
 
 #include "pg/pg.hpp"

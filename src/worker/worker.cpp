@@ -16,7 +16,6 @@
 #include "messages/message_maintenance.hpp"
 #include "pg/settings.hpp"
 #include "keys/stats.hpp"
-#include "worker/worker.hpp"
 #include "worker/worker_status.hpp"
 
 extern "C" {
@@ -316,8 +315,6 @@ void run_round() {
   pgstat_report_stat(true);
 }
 
-}  // namespace
-
 void worker_main(Datum argument) {
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
   pqsignal(SIGTERM, die);
@@ -379,4 +376,22 @@ void worker_main(Datum argument) {
   }
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+// One database's worker process (bgw_function_name, started by the launcher;
+// the argument is the database's index in idem.database). It never returns
+// normally: SIGTERM and postmaster death end it inside the body.
+PGDLLEXPORT void idem_worker_main(Datum argument);
+
+void idem_worker_main(Datum argument) {
+  idem::run_guarded([argument]() -> Datum {
+    idem::worker_main(argument);
+    return 0;
+  });
+}
+
+}  // extern "C"
