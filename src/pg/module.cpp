@@ -5,6 +5,7 @@
 #include "pg/shared_memory.hpp"
 #include "waits/wait_slots.hpp"
 #include "worker/launcher.hpp"
+#include "worker/worker_settings.hpp"
 
 extern "C" {
 

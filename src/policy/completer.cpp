@@ -11,9 +11,9 @@
 #include "policy/completer_run.hpp"
 #include "pg/guard.hpp"
 #include "policy/scope_policy.hpp"
-#include "pg/settings.hpp"
 #include "pg/spi_session.hpp"
 #include "keys/stats.hpp"
+#include "worker/worker_settings.hpp"
 
 extern "C" {
 #include "catalog/pg_authid.h"

@@ -16,7 +16,7 @@
 #include "worker/launcher.hpp"
 
 #include "pg/guard.hpp"
-#include "pg/settings.hpp"
+#include "worker/worker_settings.hpp"
 #include "worker/worker_status.hpp"
 
 extern "C" {

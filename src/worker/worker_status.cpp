@@ -2,7 +2,7 @@
 
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
-#include "pg/settings.hpp"
+#include "worker/worker_settings.hpp"
 
 extern "C" {
 #include "storage/spin.h"
