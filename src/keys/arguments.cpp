@@ -3,6 +3,7 @@
 #include <string>
 
 #include "pure/errors.hpp"
+#include "pg/guard.hpp"
 #include "pure/interval_rule.hpp"
 #include "pg/message_text.hpp"
 
@@ -191,3 +192,9 @@ TimestampTz require_positive_interval(FunctionCallInfo fcinfo, int argno, const 
 }
 
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(interval_is_positive, idem::interval_is_positive_sql)
+
+}  // extern "C"

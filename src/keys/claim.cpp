@@ -7,11 +7,12 @@
 #include "keys/claim.hpp"
 
 #include "pure/errors.hpp"
+#include "pg/guard.hpp"
 #include "keys/key_probe.hpp"
-#include "keys/keystore.hpp"
 #include "policy/scope_policy.hpp"
 #include "waits/session_binding.hpp"
 #include "pg/spi_session.hpp"
+#include "keys/statement_memo.hpp"
 #include "keys/stats.hpp"
 #include "waits/wait_slots.hpp"
 
@@ -439,6 +440,8 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
                   name, "Retry the request; the key is being claimed by many requests at once.");
 }
 
+namespace {
+
 Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   ClaimRequest request;
   prepare_claim(fcinfo, 3, &request);
@@ -449,4 +452,17 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   return HeapTupleGetDatum(answer.result);
 }
 
+// One answer per row (statement_memo.hpp).
+Datum claim_idempotency_key_once(FunctionCallInfo fcinfo) {
+  return once_per_row(fcinfo, claim_idempotency_key);
+}
+
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(claim_idempotency_key, idem::claim_idempotency_key_once)
+
+}  // extern "C"

@@ -1,12 +1,13 @@
 // The Postgres side of the key table's invariants: reads the columns the
 // CHECK constraint passes into a RequestRow and lets row_invariants.cpp
 // judge it. Called once per row written, so it reads only what the rules
-// need: lengths, NULL flags, and the status label.
-#include "keys/invariants.hpp"
-
+// need: lengths, NULL flags, and the status label. Each function returns
+// true when every invariant holds, otherwise raises 23514 naming the first
+// rule the row breaks.
 #include <string>
 
 #include "pure/errors.hpp"
+#include "pg/guard.hpp"
 #include "keys/row_check.hpp"
 #include "pure/row_invariants.hpp"
 
@@ -85,12 +86,7 @@ static_assert(sizeof invariant_columns / sizeof invariant_columns[0] == arg_expi
               "one column per argument");
 RowColumns invariant_row_columns = {invariant_columns, arg_expires_at + 1, InvalidOid, 0, {}};
 
-}  // namespace
-
-Datum request_row_invariants_hold(FunctionCallInfo fcinfo) {
-  return call_with_row_columns(fcinfo, &invariant_row_columns, request_invariants_hold);
-}
-
+// The rules over the columns passed one by one (InvariantArg).
 Datum request_invariants_hold(FunctionCallInfo fcinfo) {
   RequestRow row;
   row.scope_chars = char_length_arg(fcinfo, arg_scope);
@@ -113,4 +109,19 @@ Datum request_invariants_hold(FunctionCallInfo fcinfo) {
   PG_RETURN_BOOL(true);
 }
 
+// idem.request_invariants_hold(idem.idempotency_request): the same rules over
+// the whole row, what the key table's one CHECK constraint calls (row_check.hpp).
+Datum request_row_invariants_hold(FunctionCallInfo fcinfo) {
+  return call_with_row_columns(fcinfo, &invariant_row_columns, request_invariants_hold);
+}
+
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(request_invariants_hold, idem::request_invariants_hold)
+IDEM_SQL_FUNCTION(request_row_invariants_hold, idem::request_row_invariants_hold)
+
+}  // extern "C"

@@ -1,10 +1,10 @@
-// idem.lookup, idem.evict and idem.force_expire (see key_tools.hpp). Evict and
-// force_expire refuse an in-flight key unless forced (P4021) and a missing one
-// (P4020); lookup answers a missing key with no row.
-#include "keys/key_tools.hpp"
-
+// The operator's by-key tools: idem.lookup, idem.evict, idem.force_expire,
+// each use written to the server log with who asked. Evict and force_expire
+// refuse an in-flight key unless forced (P4021) and a missing one (P4020);
+// lookup answers a missing key with no row.
 #include "keys/arguments.hpp"
 #include "pure/errors.hpp"
+#include "pg/guard.hpp"
 #include "pg/spi_session.hpp"
 
 namespace idem {
@@ -102,8 +102,6 @@ Datum run_tool(FunctionCallInfo fcinfo, const char *tool, Statement statement,
   return result;
 }
 
-}  // namespace
-
 Datum lookup_key(FunctionCallInfo fcinfo) {
   text *scope;
   text *key;
@@ -141,4 +139,14 @@ Datum force_expire_key(FunctionCallInfo fcinfo) {
   return run_tool(fcinfo, "force_expire", Statement::force_expire_key, "expired");
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(lookup, idem::lookup_key)
+IDEM_SQL_FUNCTION(evict, idem::evict_key)
+IDEM_SQL_FUNCTION(force_expire, idem::force_expire_key)
+
+}  // extern "C"

@@ -5,7 +5,7 @@
 #include "keys/arguments.hpp"
 #include "keys/backend_writes.hpp"
 #include "pure/errors.hpp"
-#include "keys/keystore.hpp"
+#include "pg/guard.hpp"
 #include "messages/message_maintenance.hpp"
 #include "waits/session_binding.hpp"
 #include "keys/stats.hpp"
@@ -156,8 +156,6 @@ Datum run_batch(FunctionCallInfo fcinfo, Statement statement) {
   return Int64GetDatum(static_cast<int64>(rows));
 }
 
-}  // namespace
-
 // The worker's batches are counted once per round (stats::count_worker_round).
 Datum purge_expired(FunctionCallInfo fcinfo) {
   Datum rows = run_batch(fcinfo, Statement::purge_expired);
@@ -171,4 +169,13 @@ Datum sweep_stale(FunctionCallInfo fcinfo) {
   return rows;
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(purge_expired, idem::purge_expired)
+IDEM_SQL_FUNCTION(sweep_stale, idem::sweep_stale)
+
+}  // extern "C"

@@ -1,11 +1,19 @@
-// Writes by the key's owner: mark_succeeded, mark_failed, set_recovery_point.
-// Each is one fenced UPDATE; only when it matches no row do we look at the
-// row again, to tell the caller why (missing, stale fence, or not owned).
+// Writes by the key's owner: mark_succeeded, mark_failed, set_recovery_point,
+// extend_lock. Each is one fenced UPDATE; only when it matches no row do we
+// look at the row again, to tell the caller why (missing, stale fence, or not
+// owned).
+//
+// mark_succeeded_returning and mark_failed_returning: the owner's outcome,
+// then the key's answer as every replay will carry it (idem.stored_answer).
+// C functions, not SQL ones, so that `(f(...)).*` marks once per row
+// (statement_memo.hpp): as SQL, each column would call the function again, and
+// every call after the first would find the key finished (P4010, P4011).
 #include "keys/arguments.hpp"
 #include "pure/errors.hpp"
-#include "keys/keystore.hpp"
+#include "pg/guard.hpp"
 #include "waits/request_durations.hpp"
 #include "pg/spi_session.hpp"
+#include "keys/statement_memo.hpp"
 #include "keys/stats.hpp"
 #include "waits/wait_slots.hpp"
 
@@ -116,8 +124,6 @@ Datum run_owner_write(Statement statement, OwnerWrite *write, const char *not_ow
   return (Datum)0;
 }
 
-}  // namespace
-
 Datum mark_succeeded(FunctionCallInfo fcinfo) {
   OwnerWrite write;
   begin_owner_write(fcinfo, &write);
@@ -130,8 +136,6 @@ Datum mark_succeeded(FunctionCallInfo fcinfo) {
   return run_owner_write(Statement::mark_succeeded, &write, sqlstate::succeed_not_owned,
                          "mark_succeeded", stats::Counter::marked_succeeded);
 }
-
-namespace {
 
 // 'abandoned' is the one failure code the statements act on (the sweeper's
 // marker: the owner may still finish, extend_lock revives it, a claim or the
@@ -151,8 +155,6 @@ void refuse_reserved_failure_code(const text *code, const KeyName &name) {
                     "such as 'app_timeout'.");
   }
 }
-
-}  // namespace
 
 Datum mark_failed(FunctionCallInfo fcinfo) {
   OwnerWrite write;
@@ -208,4 +210,53 @@ Datum extend_lock(FunctionCallInfo fcinfo) {
   return locked_until;
 }
 
+// The stored answer of the key just completed (arguments 0 and 1, checked by
+// the mark); read after the mark's write, in a session of its own.
+Datum stored_answer(FunctionCallInfo fcinfo) {
+  Datum params[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
+  SpiSession session;
+  spi_connect(&session);
+  uint64 rows = spi_run(&session, Statement::stored_answer, params, nullptr);
+  bool isnull = true;
+  Datum answer = rows == 1 ? spi_copy_datum(&session, 0, 1, &isnull) : Datum(0);
+  spi_finish(&session);
+  // The mark found the row in this transaction: it is still there.
+  if (isnull)
+    throw Error(sqlstate::internal, "idem: a key just completed has no stored answer", "",
+                "This is a bug in idem; please report it.");
+  return answer;
+}
+
+Datum mark_succeeded_returning(FunctionCallInfo fcinfo) {
+  (void)mark_succeeded(fcinfo);
+  return stored_answer(fcinfo);
+}
+
+Datum mark_failed_returning(FunctionCallInfo fcinfo) {
+  (void)mark_failed(fcinfo);
+  return stored_answer(fcinfo);
+}
+
+// One answer per row (statement_memo.hpp).
+Datum mark_succeeded_returning_once(FunctionCallInfo fcinfo) {
+  return once_per_row(fcinfo, mark_succeeded_returning);
+}
+
+Datum mark_failed_returning_once(FunctionCallInfo fcinfo) {
+  return once_per_row(fcinfo, mark_failed_returning);
+}
+
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(mark_succeeded, idem::mark_succeeded)
+IDEM_SQL_FUNCTION(mark_failed, idem::mark_failed)
+IDEM_SQL_FUNCTION(set_recovery_point, idem::set_recovery_point)
+IDEM_SQL_FUNCTION(extend_lock, idem::extend_lock)
+IDEM_SQL_FUNCTION(mark_succeeded_returning, idem::mark_succeeded_returning_once)
+IDEM_SQL_FUNCTION(mark_failed_returning, idem::mark_failed_returning_once)
+
+}  // extern "C"

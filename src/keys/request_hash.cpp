@@ -1,5 +1,6 @@
-#include "keys/request_hash.hpp"
-
+// idem.request_hash(jsonb) and idem.request_hash(bytea): the Postgres side of
+// hashing.hpp (the document as UTF-8 text, canonicalised by jcs.hpp).
+#include "pg/guard.hpp"
 #include "pure/hashing.hpp"
 
 namespace idem {
@@ -13,8 +14,6 @@ bool statement_interrupt_pending() {
   return INTERRUPTS_PENDING_CONDITION() && INTERRUPTS_CAN_BE_PROCESSED() &&
          (QueryCancelPending || ProcDiePending);
 }
-
-}  // namespace
 
 Datum request_hash_jsonb(FunctionCallInfo fcinfo) {
   Jsonb *document = PG_GETARG_JSONB_P(0);
@@ -39,4 +38,13 @@ Datum request_hash_bytea(FunctionCallInfo fcinfo) {
   PG_RETURN_TEXT_P(cstring_to_text(hex));
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(request_hash_jsonb, idem::request_hash_jsonb)
+IDEM_SQL_FUNCTION(request_hash_bytea, idem::request_hash_bytea)
+
+}  // extern "C"

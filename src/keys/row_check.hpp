@@ -1,9 +1,10 @@
 // A table's CHECK constraint over its whole row: `CHECK (f(t))` instead of
 // `CHECK (f(t.a, t.b, ...))`. PostgreSQL reads every CHECK expression back
-// from its stored text and plans it at each write statement, and a call
-// with fifteen column arguments made that 23% of a new key's
-// instructions; a whole-row argument is one node to read. The rules stay
-// in the column-argument functions, which the row functions call.
+// from its stored text and plans it at each write statement, so a call with
+// fifteen column arguments is fifteen nodes to parse and compile per write,
+// a large share of a new key's cost (bench/README.md); a whole-row argument
+// is one node to read. The rules stay in the column-argument functions,
+// which the row functions call.
 #pragma once
 
 #include "pg/pg.hpp"

@@ -15,7 +15,6 @@
 #include "keys/statement_memo.hpp"
 
 #include "keys/backend_writes.hpp"
-#include "keys/keystore.hpp"
 
 extern "C" {
 #include "utils/datum.h"
@@ -280,22 +279,6 @@ Datum once_per_row(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo)) {
   if (!fcinfo->isnull) site->taken = remember(key, answer);
   pfree(key.data);
   return answer;
-}
-
-Datum claim_idempotency_key_once(FunctionCallInfo fcinfo) {
-  return once_per_row(fcinfo, claim_idempotency_key);
-}
-
-Datum claim_or_wait_once(FunctionCallInfo fcinfo) {
-  return once_per_row(fcinfo, claim_or_wait);
-}
-
-Datum mark_succeeded_returning_once(FunctionCallInfo fcinfo) {
-  return once_per_row(fcinfo, mark_succeeded_returning);
-}
-
-Datum mark_failed_returning_once(FunctionCallInfo fcinfo) {
-  return once_per_row(fcinfo, mark_failed_returning);
 }
 
 }  // namespace idem

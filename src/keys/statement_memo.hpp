@@ -42,10 +42,4 @@ namespace idem {
 // only arguments of fixed-length or varlena types.
 Datum once_per_row(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo));
 
-// The SQL entry points behind once_per_row.
-Datum claim_idempotency_key_once(FunctionCallInfo fcinfo);
-Datum claim_or_wait_once(FunctionCallInfo fcinfo);
-Datum mark_succeeded_returning_once(FunctionCallInfo fcinfo);
-Datum mark_failed_returning_once(FunctionCallInfo fcinfo);
-
 }  // namespace idem

@@ -1,7 +1,7 @@
-// The counters behind the view idem.stats, and their reset (stats_sql.hpp).
-#include "keys/stats_sql.hpp"
-
+// The SQL functions over the counters of stats.hpp, behind the view
+// idem.stats: idem.stats_counters() and idem.stats_reset().
 #include "pure/errors.hpp"
+#include "pg/guard.hpp"
 #include "keys/stats.hpp"
 
 namespace idem {
@@ -48,8 +48,8 @@ void put_row(ReturnSetInfo *result, stats::DatabaseCounters *row) {
   tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
 }
 
-}  // namespace
-
+// idem.stats_counters(): one row per database that counted, then the
+// overflow row; raises 55000 when idem was not preloaded.
 Datum stats_counters(FunctionCallInfo fcinfo) {
   require_counters("idem.stats");
   InitMaterializedSRF(fcinfo, 0);
@@ -66,6 +66,7 @@ Datum stats_counters(FunctionCallInfo fcinfo) {
   return (Datum)0;
 }
 
+// idem.stats_reset(all_databases boolean).
 Datum stats_reset(FunctionCallInfo fcinfo) {
   require_counters("idem.stats_reset()");
   if (PG_ARGISNULL(0))
@@ -79,4 +80,13 @@ Datum stats_reset(FunctionCallInfo fcinfo) {
   PG_RETURN_VOID();
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(stats_counters, idem::stats_counters)
+IDEM_SQL_FUNCTION(stats_reset, idem::stats_reset)
+
+}  // extern "C"

@@ -1,4 +1,7 @@
-// The inbox's request path (inbox.hpp). consume_once looks first, reading
+// The inbox's request path, idem.consume_once and idem.set_consumed_result
+// (DESIGN.md "Consume-once for message consumers (the inbox)"; README
+// "Message consumers"), in C so a replay costs one read through the primary
+// key and a new message one kept INSERT. consume_once looks first, reading
 // the message's row through the primary key directly (key_probe.hpp): a
 // replay is that read and nothing else (no SPI, no lock on the row, no
 // transaction id, no WAL). Only a message with no live row goes to the kept
@@ -7,10 +10,9 @@
 // again, now seeing the twin's row (a replay); when it rolled back, the
 // insert goes in. The errors keep the words of the PL/pgSQL version they
 // replace (sql/idem--1.0--1.1.sql, section inbox).
-#include "messages/inbox.hpp"
-
 #include "keys/arguments.hpp"
 #include "pure/errors.hpp"
+#include "pg/guard.hpp"
 #include "keys/key_probe.hpp"
 #include "messages/message_arguments.hpp"
 #include "messages/message_maintenance.hpp"
@@ -89,8 +91,9 @@ void require_retention(FunctionCallInfo fcinfo) {
       "A broker redelivers the same body under one id; a different body needs a new message id.");
 }
 
-}  // namespace
-
+// consume_once(consumer, message_id, message_hash, retention): true for the
+// transaction that consumes the message, false for a replay; P4050 when the
+// message was consumed with another hash.
 Datum consume_once(FunctionCallInfo fcinfo) {
   const text *consumer = text_argument(fcinfo, 0);
   const text *message_id = text_argument(fcinfo, 1);
@@ -139,6 +142,8 @@ Datum consume_once(FunctionCallInfo fcinfo) {
               "The message changed under two attempts in a row.", "Retry the transaction.");
 }
 
+// set_consumed_result(consumer, message_id, result_ref_type, result_ref_id):
+// P4020 when the message is not consumed (or expired).
 Datum set_consumed_result(FunctionCallInfo fcinfo) {
   const text *consumer = text_argument(fcinfo, 0);
   const text *message_id = text_argument(fcinfo, 1);
@@ -164,4 +169,13 @@ Datum set_consumed_result(FunctionCallInfo fcinfo) {
   PG_RETURN_VOID();
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(consume_once, idem::consume_once)
+IDEM_SQL_FUNCTION(set_consumed_result, idem::set_consumed_result)
+
+}  // extern "C"

@@ -1,10 +1,16 @@
-// The rules of idem.consumed_message and idem.outbox_event rows
-// (message_invariants.hpp). NOT NULL stays on the columns, and PostgreSQL
-// checks it before any CHECK, so a NULL reaches these functions only for a
-// nullable column, where the rules say what NULL means.
-#include "messages/message_invariants.hpp"
-
+// The rules of idem.consumed_message and idem.outbox_event rows, as the
+// functions their tables' one CHECK constraint each calls (sql/idem--1.0--1.1.sql,
+// the comment before idem.consumed_message_invariants_hold). One CHECK calling
+// one C function rather than a CHECK per rule, because PostgreSQL reads every
+// CHECK back from its stored text and compiles it at each INSERT and UPDATE
+// (bench/README.md gives the cost). Each returns true, or raises 23514 naming
+// the rule (the names of the CHECKs it stands for).
+//
+// NOT NULL stays on the columns, and PostgreSQL checks it before any CHECK,
+// so a NULL reaches these functions only for a nullable column, where the
+// rules say what NULL means.
 #include "pure/errors.hpp"
+#include "pg/guard.hpp"
 #include "messages/message_arguments.hpp"
 #include "keys/row_check.hpp"
 #include "pure/row_invariants.hpp"
@@ -44,17 +50,9 @@ const char *const outbox_event_columns[] = {"scope", "key", "event_type", "statu
                                             "leased_until", "lease_fence", "published_at"};
 RowColumns outbox_event_row = {outbox_event_columns, 7, InvalidOid, 0, {}};
 
-}  // namespace
-
-Datum consumed_message_row_invariants_hold(FunctionCallInfo fcinfo) {
-  return call_with_row_columns(fcinfo, &consumed_message_row, consumed_message_invariants_hold);
-}
-
-Datum outbox_event_row_invariants_hold(FunctionCallInfo fcinfo) {
-  return call_with_row_columns(fcinfo, &outbox_event_row, outbox_event_invariants_hold);
-}
-
-// Arguments: consumer, message_id, message_hash, consumed_at, expires_at.
+// idem.consumed_message: consumer and message_id 1 to 255 characters,
+// message_hash not empty, expires_at after consumed_at. Arguments: consumer,
+// message_id, message_hash, consumed_at, expires_at.
 Datum consumed_message_invariants_hold(FunctionCallInfo fcinfo) {
   if (!name_fits_or_null(text_argument(fcinfo, 0)))
     throw_broken("consumer_length", "The consumer is 1 to 255 characters long.",
@@ -72,8 +70,9 @@ Datum consumed_message_invariants_hold(FunctionCallInfo fcinfo) {
   PG_RETURN_BOOL(true);
 }
 
-// Arguments: scope, key, event_type, status, leased_until, lease_fence,
-// published_at.
+// idem.outbox_event: scope and key 1 to 255 characters, event_type not
+// empty, a leased event has its lease, a published one its date. Arguments:
+// scope, key, event_type, status, leased_until, lease_fence, published_at.
 Datum outbox_event_invariants_hold(FunctionCallInfo fcinfo) {
   if (!name_fits_or_null(text_argument(fcinfo, 0)))
     throw_broken("outbox_scope_length", "The scope is 1 to 255 characters long.",
@@ -99,4 +98,25 @@ Datum outbox_event_invariants_hold(FunctionCallInfo fcinfo) {
   PG_RETURN_BOOL(true);
 }
 
+// The same rules over a whole idem.consumed_message / idem.outbox_event row: what
+// the tables' CHECK constraints call (row_check.hpp).
+Datum consumed_message_row_invariants_hold(FunctionCallInfo fcinfo) {
+  return call_with_row_columns(fcinfo, &consumed_message_row, consumed_message_invariants_hold);
+}
+
+Datum outbox_event_row_invariants_hold(FunctionCallInfo fcinfo) {
+  return call_with_row_columns(fcinfo, &outbox_event_row, outbox_event_invariants_hold);
+}
+
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(consumed_message_invariants_hold, idem::consumed_message_invariants_hold)
+IDEM_SQL_FUNCTION(outbox_event_invariants_hold, idem::outbox_event_invariants_hold)
+IDEM_SQL_FUNCTION(consumed_message_row_invariants_hold, idem::consumed_message_row_invariants_hold)
+IDEM_SQL_FUNCTION(outbox_event_row_invariants_hold, idem::outbox_event_row_invariants_hold)
+
+}  // extern "C"

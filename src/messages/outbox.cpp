@@ -1,9 +1,11 @@
-// The outbox's per-event calls (outbox.hpp). The errors keep the words of the
-// PL/pgSQL functions they replace.
-#include "messages/outbox.hpp"
-
+// The outbox's per-event calls, idem.outbox_put, idem.outbox_lease and
+// idem.outbox_published (DESIGN.md "Transactional outbox"; README "Outbox"),
+// in C through kept SPI plans because they run for every event.
+// outbox_failed stays PL/pgSQL (sql/idem--1.0--1.1.sql, section inbox). The
+// errors keep the words of the PL/pgSQL functions they replace.
 #include "keys/arguments.hpp"
 #include "pure/errors.hpp"
+#include "pg/guard.hpp"
 #include "messages/message_arguments.hpp"
 #include "pg/spi_session.hpp"
 
@@ -96,8 +98,9 @@ void lock_aggregate(const text *aggregate_type, const text *aggregate_id) {
   DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(aggregate_lock_class), hash);
 }
 
-}  // namespace
-
+// outbox_put(scope, key, event_type, payload, aggregate_type, aggregate_id,
+// headers, available_at): the event's id, the same id for the same event
+// again, P4051 for another payload; NOTIFY idem_outbox at commit.
 Datum outbox_put(FunctionCallInfo fcinfo) {
   const text *scope = text_argument(fcinfo, 0);
   const text *key = text_argument(fcinfo, 1);
@@ -143,6 +146,7 @@ Datum outbox_put(FunctionCallInfo fcinfo) {
   PG_RETURN_INT64(id);
 }
 
+// outbox_lease(batch_limit, lease, event_types): the due events, leased.
 Datum outbox_lease(FunctionCallInfo fcinfo) {
   if (PG_ARGISNULL(0) || PG_GETARG_INT32(0) <= 0)
     throw_error(sqlstate::bad_argument, "batch_limit must be positive",
@@ -182,6 +186,7 @@ Datum outbox_lease(FunctionCallInfo fcinfo) {
   return Datum(0);
 }
 
+// outbox_published(id, lease_fence): P4012 when the lease was lost.
 Datum outbox_published(FunctionCallInfo fcinfo) {
   // published_at is the clock at the mark, not the statement's start: a
   // relay whose statement started first may lease an aggregate's next event
@@ -220,4 +225,14 @@ Datum outbox_published(FunctionCallInfo fcinfo) {
       "Another relay leased the event after this lease ran out; drop the result, do not retry it.");
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(outbox_put, idem::outbox_put)
+IDEM_SQL_FUNCTION(outbox_lease, idem::outbox_lease)
+IDEM_SQL_FUNCTION(outbox_published, idem::outbox_published)
+
+}  // extern "C"

@@ -4,7 +4,8 @@
 #include "pg/settings.hpp"
 #include "pg/shared_memory.hpp"
 #include "waits/wait_slots.hpp"
-#include "worker/worker.hpp"
+#include "worker/launcher.hpp"
+#include "worker/worker_settings.hpp"
 
 extern "C" {
 

@@ -2,7 +2,7 @@
 // after the sweep, keys past their scope's max_attempts are ended, then the
 // abandoned keys of scopes with a completer are claimed by the worker and
 // driven to their end by that function, run as its owner in a process of
-// its own, connected as that role (completer_worker.hpp).
+// its own, connected as that role (completer_worker.cpp).
 #pragma once
 
 #include "pg/pg.hpp"
@@ -20,10 +20,11 @@ IDEM_LONGJMP_SAFE(CompleterTotals);
 
 // Runs outside any transaction, in the worker; at most idem.batch_size
 // completers per round (the worker pauses idem.batch_delay after a full
-// batch, as after a full purge batch; the rest wait for the next round). Does nothing where idem.scope_policy does not exist (a 1.0
-// schema). Errors of a completer are logged and counted, never raised. Each
-// run takes a background worker slot (max_worker_processes) while it runs;
-// with none free, the round logs it and leaves the rest for the next round.
+// batch, as after a full purge batch; the rest wait for the next round).
+// Does nothing where idem.scope_policy does not exist (a 1.0 schema). Errors
+// of a completer are logged and counted, never raised. Each run takes a
+// background worker slot (max_worker_processes) while it runs; with none
+// free, the round logs it and leaves the rest for the next round.
 void run_completer_round(CompleterTotals *totals);
 
 }  // namespace idem

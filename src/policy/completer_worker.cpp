@@ -1,16 +1,20 @@
-// The completer's own process (completer_worker.hpp), modelled on pg_cron's
+// The completer's own process, modelled on pg_cron's
 // cron.use_background_workers: a dynamic background worker connected as the
 // function's owner, so the completer's whole transaction, commit included,
 // runs as that role, and whatever it leaves in its session ends with the
 // process instead of reaching the idem worker or another scope's completer.
+// The process connects, runs the completer in one transaction, commits,
+// reports to the idem worker (completer_run.hpp) and exits: everything the
+// completer does (its commit, deferred triggers, ON COMMIT actions, session
+// settings, temp objects, WITH HOLD cursors, SET ROLE) happens in a session of
+// the owner's that ends with the run.
 //
 // Error handling: the transaction runs under PG_TRY; an error (the
 // completer's, its commit's, the statement timeout's) is logged with the
 // completer, scope and key, rolled back, and reported to the worker. SIGTERM
 // (the worker's, when the key's lock is long over) and postmaster death end
 // the process directly, as in any backend.
-#include "policy/completer_worker.hpp"
-
+#include "pg/guard.hpp"
 #include "policy/completer_run.hpp"
 
 extern "C" {
@@ -156,8 +160,6 @@ void run_transaction(MemoryContext process_context) {
   pgstat_report_activity(STATE_IDLE, nullptr);
 }
 
-}  // namespace
-
 void completer_main(Datum argument) {
   pqsignal(SIGTERM, die);
   BackgroundWorkerUnblockSignals();
@@ -179,4 +181,21 @@ void completer_main(Datum argument) {
   run_transaction(process_context);
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+// A completer's process (bgw_function_name, started by the worker; the
+// argument is the run's dsm_handle). It returns after its one run.
+PGDLLEXPORT void idem_completer_main(Datum argument);
+
+void idem_completer_main(Datum argument) {
+  idem::run_guarded([argument]() -> Datum {
+    idem::completer_main(argument);
+    return 0;
+  });
+}
+
+}  // extern "C"

@@ -7,6 +7,7 @@
 #include "policy/scope_policy.hpp"
 
 #include "pure/errors.hpp"
+#include "pg/guard.hpp"
 #include "pg/settings.hpp"
 #include "pg/spi_session.hpp"
 
@@ -137,6 +138,7 @@ bool bind_lock_to_session_for(const text *scope, bool setting_value) {
   return policy->bind_lock_to_session == 1;
 }
 
+// The statement trigger of idem.scope_policy: invalidates every backend's cache.
 Datum scope_policy_changed(FunctionCallInfo fcinfo) {
   if (!CALLED_AS_TRIGGER(fcinfo))
     throw Error(sqlstate::internal, "idem.scope_policy_changed() must be called as a trigger",
@@ -147,3 +149,9 @@ Datum scope_policy_changed(FunctionCallInfo fcinfo) {
 }
 
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(scope_policy_changed, idem::scope_policy_changed)
+
+}  // extern "C"

@@ -37,7 +37,4 @@ bool attempts_exhausted(const ClaimPolicy &policy, int32 attempt_count);
 // sets one, else setting_value (the session's setting).
 bool bind_lock_to_session_for(const text *scope, bool setting_value);
 
-// The statement trigger of idem.scope_policy: invalidates every backend's cache.
-Datum scope_policy_changed(FunctionCallInfo fcinfo);
-
 }  // namespace idem

@@ -1,17 +1,16 @@
-// RFC 8785 canonical JSON. The text is parsed into a flat tree (one Item per
-// value, no pointers), each object's members are sorted as it closes, and the
-// tree is then written out once: linear in the input, whatever its shape.
+// RFC 8785 canonical JSON: the parser and the writer. The text is parsed into
+// a flat tree (one Item per value, no pointers), each object's members are
+// sorted as it closes, and the tree is then written out once: linear in the
+// input, whatever its shape. Numbers are written by jcs_number.cpp.
 #include "pure/pure.hpp"
 
 #include "pure/jcs.hpp"
+#include "pure/jcs_number.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -19,77 +18,6 @@
 
 namespace idem::jcs {
 namespace {
-
-// A nonzero decimal d1.d2...dk x 10^exponent, digits without leading or
-// trailing zeros; count == 0 stands for zero. A double needs at most 17.
-struct Decimal {
-  bool negative = false;
-  int count = 0;
-  char digits[17] = {};
-  int exponent = 0;
-};
-
-// The shortest digits that read back as `value`; among equally short ones
-// std::to_chars takes the closest, which is also ECMAScript's choice.
-Decimal shortest_decimal(double value) {
-  Decimal d;
-  if (value == 0) return d;  // -0 too: ECMAScript prints both as "0"
-  // Scientific form, e.g. "-1.2345e-07"; the longest is 24 characters.
-  char buf[32];
-  const auto res = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific);
-  if (res.ec != std::errc()) throw Error(sqlstate::internal, "std::to_chars failed");
-  const char *p = buf;
-  if (*p == '-') {
-    d.negative = true;
-    ++p;
-  }
-  for (; p < res.ptr && *p != 'e'; ++p) {
-    if (*p == '.') continue;
-    if (d.count == 17) throw Error(sqlstate::internal, "std::to_chars gave more than 17 digits");
-    d.digits[d.count++] = *p;
-  }
-  // Skip 'e', read the always-present sign, then the exponent digits.
-  const bool negative_exponent = p + 1 < res.ptr && p[1] == '-';
-  int exponent = 0;
-  for (p += 2; p < res.ptr; ++p) exponent = exponent * 10 + (*p - '0');
-  d.exponent = negative_exponent ? -exponent : exponent;
-  while (d.count > 1 && d.digits[d.count - 1] == '0') --d.count;
-  return d;
-}
-
-// ECMAScript Number::toString (ECMA-262 7.1.12.1, step 5 on), with k digits
-// and n the position of the decimal point relative to them.
-void append_ecmascript(const Decimal &d, std::string &out) {
-  if (d.count == 0) {
-    out += '0';
-    return;
-  }
-  if (d.negative) out += '-';
-  const int k = d.count;
-  const int n = d.exponent + 1;
-  const char *digits = d.digits;
-  if (k <= n && n <= 21) {  // integer: digits then zeros
-    out.append(digits, k);
-    out.append(n - k, '0');
-  } else if (0 < n && n <= 21) {  // point inside the digits
-    out.append(digits, n);
-    out += '.';
-    out.append(digits + n, k - n);
-  } else if (-6 < n && n <= 0) {  // small: 0.000ddd
-    out += "0.";
-    out.append(-n, '0');
-    out.append(digits, k);
-  } else {  // exponent form, the sign of the exponent always written
-    out += digits[0];
-    if (k > 1) {
-      out += '.';
-      out.append(digits + 1, k - 1);
-    }
-    out += 'e';
-    out += n - 1 < 0 ? '-' : '+';
-    out += std::to_string(std::abs(n - 1));
-  }
-}
 
 // Shortens text quoted in error messages, cutting at a UTF-8 boundary so the
 // message stays valid UTF-8 for ereport.
@@ -405,9 +333,8 @@ class Parser {
     return cp;
   }
 
-  // RFC 8259 number, accepted only when its ECMAScript form is numerically
-  // equal to it (docs/design.md): compared as decimal digits and exponent, never
-  // as doubles, and in time linear in its length.
+  // RFC 8259 number, scanned here and written by append_canonical_number,
+  // which refuses it when its ECMAScript form is not numerically equal to it.
   Item number() {
     const std::size_t start = pos_;
     const bool negative = in_[pos_] == '-';
@@ -445,60 +372,12 @@ class Parser {
     }
     const std::string_view text = in_.substr(start, pos_ - start);
 
-    // Digits are indexed across the integer and fraction parts as one string.
-    const std::size_t int_len = int_end - int_begin, frac_len = frac_end - frac_begin;
-    const std::size_t total = int_len + frac_len;
-    auto digit_at = [&](std::size_t i) {
-      return i < int_len ? in_[int_begin + i] : in_[frac_begin + (i - int_len)];
-    };
-    std::size_t first = 0;
-    while (first < total && digit_at(first) == '0') ++first;
     const std::size_t begin = pool_.size();
-    if (first == total) {  // zero, whatever its sign or exponent
-      pool_ += '0';
-      return {begin, pool_.size(), Kind::scalar};
-    }
-    std::size_t last = total - 1;
-    while (digit_at(last) == '0') --last;
-    const std::size_t count = last - first + 1;
-    // Power of ten of the first significant digit.
-    const std::int64_t point = static_cast<std::int64_t>(int_len) - 1 - static_cast<std::int64_t>(first) + exponent;
-
-    // Doubles lie within 4.9e-324 .. 1.8e308; outside, no need to convert.
-    if (point > 308) inexact(text, "its magnitude is too large for an IEEE 754 double");
-    if (point < -324) inexact(text, "its magnitude is too small for an IEEE 754 double (it would become 0)");
-    // A shortest round-trip form never has more than 17 digits.
-    if (count > 17)
-      inexact(text, "it has " + std::to_string(count) +
-                        " significant digits, more than an IEEE 754 double keeps (17 at most)");
-
-    Decimal sent;
-    sent.negative = negative;
-    sent.count = static_cast<int>(count);
-    for (std::size_t i = 0; i < count; ++i) sent.digits[i] = digit_at(first + i);
-    sent.exponent = static_cast<int>(point);
-
-    // The nearest double, read from the short form "DDDDe-X" (locale-free).
-    std::string short_form(sent.digits, count);
-    short_form += 'e';
-    short_form += std::to_string(sent.exponent - (sent.count - 1));
-    double magnitude = 0;
-    const auto read = std::from_chars(short_form.data(), short_form.data() + short_form.size(), magnitude);
-    if (read.ec == std::errc::result_out_of_range || std::isinf(magnitude) || magnitude == 0)
-      inexact(text, point > 0 ? "its magnitude is too large for an IEEE 754 double"
-                              : "its magnitude is too small for an IEEE 754 double (it would become 0)");
-    if (read.ec != std::errc() || read.ptr != short_form.data() + short_form.size())
-      throw Error(sqlstate::internal, "std::from_chars refused a well-formed number");
-
-    Decimal nearest = shortest_decimal(magnitude);
-    nearest.negative = negative;
-    if (nearest.count != sent.count || nearest.exponent != sent.exponent ||
-        !std::equal(sent.digits, sent.digits + count, nearest.digits)) {
-      std::string canonical;
-      append_ecmascript(nearest, canonical);
-      inexact(text, "the nearest IEEE 754 double is written " + canonical + ", a different number");
-    }
-    append_ecmascript(sent, pool_);
+    std::string why;
+    if (!append_canonical_number({negative, in_.substr(int_begin, int_end - int_begin),
+                                  in_.substr(frac_begin, frac_end - frac_begin), exponent},
+                                 pool_, &why))
+      inexact(text, why);
     return {begin, pool_.size(), Kind::scalar};
   }
 
@@ -592,15 +471,6 @@ std::string canonicalize(std::string_view json) { return Parser(json, nullptr).r
 
 std::string canonicalize(std::string_view json, InterruptPending interrupt_pending) {
   return Parser(json, interrupt_pending).run();
-}
-
-std::string ecmascript_number(double value) {
-  if (!std::isfinite(value))
-    throw Error(sqlstate::internal, "NaN and infinities have no JSON representation",
-                "RFC 8785 section 3.2.2.3 requires an error for them.");
-  std::string out;
-  append_ecmascript(shortest_decimal(value), out);
-  return out;
 }
 
 }  // namespace idem::jcs

@@ -1,9 +1,10 @@
 // The invariants of one idem.idempotency_request row, as a pure function of
-// its columns. Until 1.1 they were thirteen CHECK constraints; PostgreSQL
-// rebuilds every CHECK expression at every INSERT and UPDATE statement, so
-// 1.1 keeps one constraint that calls idem.request_invariants_hold(), which
-// judges the row here (the shim is invariants.cpp). Each invariant keeps the
-// name its 1.0 constraint had, so an error still says which rule broke.
+// its columns. The key table has one CHECK constraint, calling
+// idem.request_invariants_hold(), which judges the row here (the Postgres
+// side is keys/invariants.cpp), rather than a CHECK per rule: PostgreSQL
+// rebuilds every CHECK expression at every INSERT and UPDATE statement. Each
+// invariant keeps the name of the 1.0 constraint it stands for, so an error
+// says which rule broke in the words applications already match.
 // No Postgres header (row_invariants.cpp includes pure.hpp first), so it is
 // unit-tested on its own.
 #pragma once

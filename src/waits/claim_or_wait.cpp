@@ -6,7 +6,7 @@
 #include "keys/claim.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
-#include "keys/keystore.hpp"
+#include "keys/statement_memo.hpp"
 #include "keys/stats.hpp"
 #include "waits/wait_slots.hpp"
 
@@ -80,8 +80,6 @@ long ms_until(TimestampTz from, TimestampTz to) {
   return ms > INT_MAX ? INT_MAX : static_cast<long>(ms);
 }
 
-}  // namespace
-
 Datum claim_or_wait(FunctionCallInfo fcinfo) {
   ClaimRequest request;
   prepare_claim(fcinfo, 4, &request);
@@ -132,4 +130,17 @@ Datum claim_or_wait(FunctionCallInfo fcinfo) {
   return HeapTupleGetDatum(answer.result);
 }
 
+// One answer per row (statement_memo.hpp).
+Datum claim_or_wait_once(FunctionCallInfo fcinfo) {
+  return once_per_row(fcinfo, claim_or_wait);
+}
+
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(claim_or_wait, idem::claim_or_wait_once)
+
+}  // extern "C"

@@ -3,6 +3,8 @@
 // weighted mean, read and written with atomics and no lock.
 #include "waits/request_durations.hpp"
 
+#include "pg/guard.hpp"
+
 extern "C" {
 #include "common/hashfn.h"
 #include "port/atomics.h"
@@ -88,6 +90,9 @@ void attach_shared(void *memory, bool found) {
 
 namespace idem {
 
+namespace {
+
+// idem.typical_duration(scope text) RETURNS interval (NULL when unknown).
 Datum typical_duration(FunctionCallInfo fcinfo) {
   int64 microseconds;
   if (!request_durations::typical(PG_GETARG_TEXT_PP(0), &microseconds)) PG_RETURN_NULL();
@@ -96,4 +101,12 @@ Datum typical_duration(FunctionCallInfo fcinfo) {
   PG_RETURN_INTERVAL_P(result);
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(typical_duration, idem::typical_duration)
+
+}  // extern "C"

@@ -26,10 +26,3 @@ Size shared_size();
 void attach_shared(void *memory, bool found);
 
 }  // namespace idem::request_durations
-
-namespace idem {
-
-// idem.typical_duration(scope text) RETURNS interval (NULL when unknown).
-Datum typical_duration(FunctionCallInfo fcinfo);
-
-}  // namespace idem

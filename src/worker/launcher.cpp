@@ -13,9 +13,10 @@
 // error it could not survive), after worker_restart_interval_s and only if its
 // database can still be connected to, so even a worker that fails at every
 // start costs one attempt per interval, never a tight loop.
+#include "worker/launcher.hpp"
+
 #include "pg/guard.hpp"
-#include "pg/settings.hpp"
-#include "worker/worker.hpp"
+#include "worker/worker_settings.hpp"
 #include "worker/worker_status.hpp"
 
 extern "C" {
@@ -41,6 +42,10 @@ namespace {
 // How often the launcher looks at its databases when nothing wakes it; a
 // worker's start or exit wakes it at once (bgw_notify_pid).
 constexpr long launcher_poll_ms = 1000;
+
+// How long a worker that ended stays down before the launcher starts it
+// again; also the launcher's own bgw_restart_time.
+constexpr int worker_restart_interval_s = 5;
 
 enum class DatabaseAvailability { available, missing, refuses_connections };
 
@@ -184,6 +189,8 @@ void register_background_workers() {
   RegisterBackgroundWorker(&launcher);
 }
 
+namespace {
+
 void launcher_main(Datum) {
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
   pqsignal(SIGTERM, die);
@@ -219,4 +226,21 @@ void launcher_main(Datum) {
   }
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+// The launcher's process (bgw_function_name, registered by _PG_init). It
+// never returns normally: SIGTERM and postmaster death end it inside the body.
+PGDLLEXPORT void idem_launcher_main(Datum argument);
+
+void idem_launcher_main(Datum argument) {
+  idem::run_guarded([argument]() -> Datum {
+    idem::launcher_main(argument);
+    return 0;
+  });
+}
+
+}  // extern "C"

@@ -14,9 +14,8 @@
 #include "pg/guard.hpp"
 #include "keys/maintenance.hpp"
 #include "messages/message_maintenance.hpp"
-#include "pg/settings.hpp"
 #include "keys/stats.hpp"
-#include "worker/worker.hpp"
+#include "worker/worker_settings.hpp"
 #include "worker/worker_status.hpp"
 
 extern "C" {
@@ -309,14 +308,12 @@ void run_round() {
     ereport(LOG, (errmsg("idem worker for database \"%s\": purged " UINT64_FORMAT
                          " consumed messages and published outbox events",
                          my_database, round_totals.messages)));
-  // ==== stats: the single call site where a worker round completes. ====
-  // The worker's rows are counted here only: it does not go through the SQL
-  // wrappers sweep_stale()/purge_expired(), which count their own.
+  // The one place a worker round is counted. The worker's rows are counted
+  // here only: it does not go through the SQL wrappers
+  // sweep_stale()/purge_expired(), which count their own.
   stats::count_worker_round(round_totals.swept, round_totals.purged, end);
   pgstat_report_stat(true);
 }
-
-}  // namespace
 
 void worker_main(Datum argument) {
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -379,4 +376,22 @@ void worker_main(Datum argument) {
   }
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+// One database's worker process (bgw_function_name, started by the launcher;
+// the argument is the database's index in idem.database). It never returns
+// normally: SIGTERM and postmaster death end it inside the body.
+PGDLLEXPORT void idem_worker_main(Datum argument);
+
+void idem_worker_main(Datum argument) {
+  idem::run_guarded([argument]() -> Datum {
+    idem::worker_main(argument);
+    return 0;
+  });
+}
+
+}  // extern "C"

@@ -1,7 +1,8 @@
 #include "worker/worker_status.hpp"
 
 #include "pure/errors.hpp"
-#include "pg/settings.hpp"
+#include "pg/guard.hpp"
+#include "worker/worker_settings.hpp"
 
 extern "C" {
 #include "storage/spin.h"
@@ -138,6 +139,10 @@ void record_round_end(int index, TimestampTz end, uint64 swept, uint64 purged) {
   SpinLockRelease(&entry.mutex);
 }
 
+namespace {
+
+// idem.worker_status(): one row per configured database. Raises 55000 when
+// idem was not preloaded.
 Datum worker_status(FunctionCallInfo fcinfo) {
   if (!worker_status_attached())
     throw Error(sqlstate::not_preloaded, "idem's background worker is not running",
@@ -176,4 +181,12 @@ Datum worker_status(FunctionCallInfo fcinfo) {
   return static_cast<Datum>(0);
 }
 
+}  // namespace
+
 }  // namespace idem
+
+extern "C" {
+
+IDEM_SQL_FUNCTION(worker_status, idem::worker_status)
+
+}  // extern "C"

@@ -61,8 +61,4 @@ void set_worker_state(int index, WorkerState state);
 void record_round_start(int index, TimestampTz start);
 void record_round_end(int index, TimestampTz end, uint64 swept, uint64 purged);
 
-// idem.worker_status(): one row per configured database. Raises 55000 when
-// idem was not preloaded.
-Datum worker_status(FunctionCallInfo fcinfo);
-
 }  // namespace idem

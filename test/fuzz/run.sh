@@ -13,7 +13,8 @@ build=$(cd "$build" && pwd)
 seconds=${FUZZ_SECONDS:-30}
 
 clang++-14 -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -Wall -Wextra -Werror -Isrc test/fuzz/jcs_fuzz.cpp src/pure/jcs.cpp -o "$build/jcs_fuzz"
+  -Wall -Wextra -Werror -Isrc test/fuzz/jcs_fuzz.cpp src/pure/jcs.cpp \
+  src/pure/jcs_number.cpp -o "$build/jcs_fuzz"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

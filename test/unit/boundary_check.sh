@@ -29,7 +29,7 @@ if [[ ! -f $server_include/postgres.h ]]; then
   echo "boundary: 0 passed, 1 failed"
   exit 1
 fi
-PURE_SOURCES=(src/pure/jcs.cpp src/pure/classify.cpp src/pure/hashing.cpp src/pure/row_invariants.cpp)
+PURE_SOURCES=(src/pure/jcs.cpp src/pure/jcs_number.cpp src/pure/classify.cpp src/pure/hashing.cpp src/pure/row_invariants.cpp)
 
 passed=0
 failed=0

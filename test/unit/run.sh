@@ -8,7 +8,7 @@ set -euo pipefail
 # Sources without Postgres headers that unit tests link against; a file that
 # does not exist (yet) is skipped. hashing.cpp is pure too, but needs OpenSSL
 # and has no test of its own here; boundary_check.sh compiles it.
-PURE_SOURCES=(src/pure/jcs.cpp src/pure/classify.cpp src/pure/row_invariants.cpp src/pure/interval_rule.cpp)
+PURE_SOURCES=(src/pure/jcs.cpp src/pure/jcs_number.cpp src/pure/classify.cpp src/pure/row_invariants.cpp src/pure/interval_rule.cpp)
 
 GTEST_DIR=/usr/src/googletest/googletest
 WARNINGS=(-Wall -Wextra -Werror)
