@@ -1,6 +1,6 @@
-// Checks of the SQL functions' arguments. Each failure throws idem::Error
+// Checks of the SQL functions' arguments. Each failure is an ereport(ERROR)
 // with the documented SQLSTATE, a message a person understands, a detail that
-// names the scope and key, and a hint.
+// names the scope and key (errdetail_key), and a hint.
 #pragma once
 
 #include "pg/pg.hpp"
@@ -61,9 +61,9 @@ bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
 TimestampTz require_positive_interval(FunctionCallInfo fcinfo, int argno, const char *what,
                                       TimestampTz now, const KeyName &name, const char *hint);
 
-// detail_suffix, when not null, follows the scope and key in errdetail.
-[[noreturn]] void throw_key_error(const char *sqlstate, const char *message,
-                                  const KeyName &name, const char *hint,
-                                  const char *detail_suffix = nullptr);
+// The errdetail of an error about a key, used inside ereport() as errdetail
+// is: 'scope "s", key "k"' for the names given, then suffix (when not null)
+// after "; ". Adds nothing when there is nothing to say.
+int errdetail_key(const KeyName &name, const char *suffix = nullptr);
 
 }  // namespace idem

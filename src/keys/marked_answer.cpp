@@ -23,8 +23,9 @@ Datum stored_answer(FunctionCallInfo fcinfo) {
   spi_finish(&session);
   // The mark found the row in this transaction: it is still there.
   if (isnull)
-    throw Error(sqlstate::internal, "idem: a key just completed has no stored answer", "",
-                "This is a bug in idem; please report it.");
+    ereport(ERROR, (errcode_of(sqlstate::internal),
+                    errmsg("idem: a key just completed has no stored answer"),
+                    errhint("This is a bug in idem; please report it.")));
   return answer;
 }
 
