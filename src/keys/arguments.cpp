@@ -145,8 +145,8 @@ Datum interval_is_positive_sql(FunctionCallInfo fcinfo) {
   PG_RETURN_BOOL(interval_is_acceptable(PG_GETARG_INTERVAL_P(0), or_zero));
 }
 
-const Interval *require_finite_interval(FunctionCallInfo fcinfo, int argno, const char *what,
-                                        const KeyName &name) {
+const Interval *require_acceptable_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+                                            const KeyName &name, const char *positive_hint) {
   const Interval *given = PG_GETARG_INTERVAL_P(argno);
   if (!compat::interval_is_finite(given))
     ereport(ERROR, (errcode_of(sqlstate::bad_argument),
@@ -158,6 +158,14 @@ const Interval *require_finite_interval(FunctionCallInfo fcinfo, int argno, cons
                             strcmp(what, "retention") == 0
                                 ? " (idem.retention = -1 keeps keys forever)"
                                 : "")));
+  if (!interval_is_acceptable(given, false))
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                    errmsg("%s must be a positive interval", what), errdetail_key(name),
+                    positive_hint != nullptr
+                        ? errhint("%s", positive_hint)
+                        : errhint("Pass a positive %s such as '30 seconds', or NULL for the "
+                                  "setting idem.%s.",
+                                  what, what)));
   return given;
 }
 
@@ -171,14 +179,7 @@ bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
     out->time = static_cast<int64>(setting_value) * setting_unit_usecs;
     return true;
   }
-  const Interval *given = require_finite_interval(fcinfo, argno, what, name);
-  if (!interval_is_acceptable(given, false))
-    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
-                    errmsg("%s must be a positive interval", what), errdetail_key(name),
-                    errhint("Pass a positive %s such as '30 seconds', or NULL for the setting "
-                            "idem.%s.",
-                            what, what)));
-  *out = *given;
+  *out = *require_acceptable_interval(fcinfo, argno, what, name, nullptr);
   return true;
 }
 
@@ -187,14 +188,12 @@ TimestampTz require_positive_interval(FunctionCallInfo fcinfo, int argno, const 
   if (PG_ARGISNULL(argno))
     ereport(ERROR, (errcode_of(sqlstate::bad_argument), errmsg("%s must not be NULL", what),
                     errdetail_key(name), errhint("%s", hint)));
-  const Interval *given = require_finite_interval(fcinfo, argno, what, name);
-  // Not negative by the rule, and then still ending after now: in a time
-  // zone whose clock moves by more than an hour, a day may be shorter.
-  TimestampTz end = 0;
-  if (!interval_is_acceptable(given, false) ||
-      (end = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-                                                     TimestampTzGetDatum(now),
-                                                     IntervalPGetDatum(given)))) <= now)
+  const Interval *given = require_acceptable_interval(fcinfo, argno, what, name, hint);
+  // Positive by the rule, and still ending after now: in a time zone whose
+  // clock moves by more than an hour, a day may be shorter.
+  TimestampTz end = DatumGetTimestampTz(DirectFunctionCall2(
+      timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(given)));
+  if (end <= now)
     ereport(ERROR, (errcode_of(sqlstate::bad_argument),
                     errmsg("%s must be a positive interval", what), errdetail_key(name),
                     errhint("%s", hint)));

@@ -9,7 +9,6 @@
 // replace (sql/idem--1.0--1.1.sql, section inbox).
 #include "messages/inbox.hpp"
 
-#include "keys/arguments.hpp"
 #include "pure/errors.hpp"
 #include "keys/key_probe.hpp"
 #include "messages/message_arguments.hpp"
@@ -71,18 +70,6 @@ TimestampTz message_expiry(FunctionCallInfo fcinfo, const text *consumer, Timest
                                                  IntervalPGetDatum(&retention)));
 }
 
-// A given retention must be positive and finite (interval_is_acceptable): P4004.
-void require_retention(FunctionCallInfo fcinfo) {
-  if (PG_ARGISNULL(3)) return;
-  Interval *given = PG_GETARG_INTERVAL_P(3);
-  if (interval_is_acceptable(given, false)) return;
-  ereport(ERROR, (errcode_of(sqlstate::bad_argument),
-                  errmsg("retention must be positive and finite"),
-                  errdetail("retention was %s.", DatumGetCString(DirectFunctionCall1(
-                                                     interval_out, IntervalPGetDatum(given)))),
-                  errhint("Pass a positive interval, or NULL for idem.inbox_retention.")));
-}
-
 [[noreturn]] void raise_hash_mismatch(const text *consumer, const text *message_id,
                                       const char *stored_hash, const text *message_hash) {
   ereport(ERROR,
@@ -110,7 +97,8 @@ Datum consume_once(FunctionCallInfo fcinfo) {
                               quoted(message_id)),
                     errhint("Pass a fingerprint of the message body, for example "
                             "idem.request_hash(body).")));
-  require_retention(fcinfo);
+  require_interval(fcinfo, 3, "retention", false,
+                   "Pass a positive interval, or NULL for idem.inbox_retention.");
   TimestampTz now = GetCurrentStatementStartTimestamp();
   // The expiry only matters to a new message, but the policy cache may need
   // its own SPI session to reload, so it is resolved before connecting.

@@ -17,4 +17,11 @@ const text *text_argument(FunctionCallInfo fcinfo, int argno);
 // 1 to max_name_chars characters.
 bool name_fits(const text *value);
 
+// An interval argument of the inbox or outbox (a retention, a lease), judged
+// by the one rule (interval_is_acceptable, arguments.hpp): otherwise P4004,
+// "<what> must be positive and finite", the value in the detail and `hint`.
+// NULL passes unless required.
+void require_interval(FunctionCallInfo fcinfo, int argno, const char *what, bool required,
+                      const char *hint);
+
 }  // namespace idem::message_arguments

@@ -2,7 +2,6 @@
 // PL/pgSQL functions they replace.
 #include "messages/outbox.hpp"
 
-#include "keys/arguments.hpp"
 #include "pure/errors.hpp"
 #include "messages/message_arguments.hpp"
 #include "pg/spi_session.hpp"
@@ -160,14 +159,7 @@ Datum outbox_lease(FunctionCallInfo fcinfo) {
                     errhint("Pass a positive number of rows.")));
   // A lease that is not positive on every calendar would be over when
   // granted, and the next lease would take the same event.
-  if (PG_ARGISNULL(1) || !interval_is_acceptable(PG_GETARG_INTERVAL_P(1), false))
-    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
-                    errmsg("lease must be positive and finite"),
-                    errdetail("lease was %s.",
-                              PG_ARGISNULL(1) ? "NULL"
-                                              : DatumGetCString(DirectFunctionCall1(
-                                                    interval_out, PG_GETARG_DATUM(1)))),
-                    errhint("Pass a lease longer than one delivery takes.")));
+  require_interval(fcinfo, 1, "lease", true, "Pass a lease longer than one delivery takes.");
   InitMaterializedSRF(fcinfo, 0);
   auto *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
   int natts = result->setDesc->natts;
