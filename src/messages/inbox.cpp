@@ -21,9 +21,6 @@ namespace idem {
 namespace {
 
 using namespace message_arguments;
-using message_text::excerpt;
-using message_text::quoted;
-using message_text::too_long_name_chars;
 
 // Twice at most: a row purged between the insert's conflict and the re-read
 // is absent, and the second pass inserts it.

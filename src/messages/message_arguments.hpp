@@ -8,6 +8,11 @@
 
 namespace idem::message_arguments {
 
+// The inbox's and outbox's errors quote their arguments by the one rule.
+using message_text::excerpt;
+using message_text::quoted;
+using message_text::too_long_name_chars;
+
 // The longest consumer, message id, scope or key, in characters.
 inline constexpr int max_name_chars = 255;
 

@@ -15,9 +15,6 @@ namespace idem {
 namespace {
 
 using namespace message_arguments;
-using message_text::excerpt;
-using message_text::quoted;
-using message_text::too_long_name_chars;
 
 // The advisory lock class of outbox_put's per-aggregate lock: the four
 // bytes of "idem" as an integer, clear of small user keys.
