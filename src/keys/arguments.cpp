@@ -1,7 +1,5 @@
 #include "keys/arguments.hpp"
 
-#include <string>
-
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
 #include "pure/interval_rule.hpp"
@@ -14,104 +12,108 @@ namespace {
 constexpr int max_key_chars = 255;
 constexpr int max_scope_chars = 255;
 
-std::string describe(const KeyName &name) {
-  std::string detail;
-  if (name.scope != nullptr) detail += std::string("scope \"") + name.scope + "\"";
-  if (name.key != nullptr) {
-    if (!detail.empty()) detail += ", ";
-    detail += std::string("key \"") + name.key + "\"";
-  }
-  return detail;
-}
-
 int char_length(const text *value) {
   return pg_mbstrlen_with_len(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
 }
 
-// An over-long name is cut for messages (message_text.hpp), so a 1 MB key
-// does not become a 1 MB log line.
-const char *printable(const text *value) { return message_text::excerpt(value); }
-
 }  // namespace
 
-void throw_key_error(const char *sqlstate, const char *message, const KeyName &name,
-                     const char *hint, const char *detail_suffix) {
-  std::string detail = describe(name);
-  if (detail_suffix != nullptr) detail += detail.empty() ? detail_suffix : std::string("; ") + detail_suffix;
-  throw Error(sqlstate, message, detail, hint);
+int errdetail_key(const KeyName &name, const char *suffix) {
+  StringInfoData detail;
+  initStringInfo(&detail);
+  if (name.scope != nullptr) appendStringInfo(&detail, "scope \"%s\"", name.scope);
+  if (name.key != nullptr)
+    appendStringInfo(&detail, "%skey \"%s\"", detail.len > 0 ? ", " : "", name.key);
+  if (suffix != nullptr) appendStringInfo(&detail, "%s%s", detail.len > 0 ? "; " : "", suffix);
+  if (detail.len == 0) return 0;
+  return errdetail_internal("%s", detail.data);
 }
 
 void require_scope_and_key(FunctionCallInfo fcinfo, text **scope, text **key, KeyName *name) {
   name->scope = nullptr;
   name->key = nullptr;
   if (PG_ARGISNULL(0))
-    throw_key_error(sqlstate::scope_invalid, "idempotency scope must not be NULL", *name,
-                    "Pass the command domain the key belongs to, such as 'create_order'.",
-                    "scope is NULL");
+    ereport(ERROR, (errcode_of(sqlstate::scope_invalid),
+                    errmsg("idempotency scope must not be NULL"),
+                    errdetail_key(*name, "scope is NULL"),
+                    errhint("Pass the command domain the key belongs to, such as "
+                            "'create_order'.")));
   *scope = PG_GETARG_TEXT_PP(0);
-  name->scope = printable(*scope);
+  name->scope = message_text::excerpt(*scope);
   int scope_chars = char_length(*scope);
-  if (scope_chars == 0 || scope_chars > max_scope_chars)
-    throw_key_error(sqlstate::scope_invalid,
-                    scope_chars == 0 ? "idempotency scope must not be empty"
-                                     : "idempotency scope is longer than 255 characters",
-                    *name, "Pass the command domain the key belongs to, such as 'create_order'.");
+  if (scope_chars == 0)
+    ereport(ERROR, (errcode_of(sqlstate::scope_invalid),
+                    errmsg("idempotency scope must not be empty"), errdetail_key(*name),
+                    errhint("Pass the command domain the key belongs to, such as "
+                            "'create_order'.")));
+  if (scope_chars > max_scope_chars)
+    ereport(ERROR, (errcode_of(sqlstate::scope_invalid),
+                    errmsg("idempotency scope is longer than 255 characters"), errdetail_key(*name),
+                    errhint("Pass the command domain the key belongs to, such as "
+                            "'create_order'.")));
   if (PG_ARGISNULL(1))
     // Worded for the HTTP caller the application passes this on to.
-    throw_key_error(sqlstate::key_invalid, "the Idempotency-Key is required", *name,
-                    "Send the request again with an Idempotency-Key header, such as a UUID.",
-                    "key is NULL");
+    ereport(ERROR, (errcode_of(sqlstate::key_invalid), errmsg("the Idempotency-Key is required"),
+                    errdetail_key(*name, "key is NULL"),
+                    errhint("Send the request again with an Idempotency-Key header, such as a "
+                            "UUID.")));
   *key = PG_GETARG_TEXT_PP(1);
-  name->key = printable(*key);
+  name->key = message_text::excerpt(*key);
   int key_chars = char_length(*key);
   if (key_chars == 0)
-    throw_key_error(sqlstate::key_invalid, "the Idempotency-Key must not be empty", *name,
-                    "Send the request again with an Idempotency-Key header, such as a UUID.");
+    ereport(ERROR, (errcode_of(sqlstate::key_invalid),
+                    errmsg("the Idempotency-Key must not be empty"), errdetail_key(*name),
+                    errhint("Send the request again with an Idempotency-Key header, such as a "
+                            "UUID.")));
   if (key_chars > max_key_chars)
-    throw_key_error(sqlstate::key_invalid, "the Idempotency-Key is longer than 255 characters",
-                    *name, "Use a key of 1 to 255 characters, such as a UUID.");
+    ereport(ERROR, (errcode_of(sqlstate::key_invalid),
+                    errmsg("the Idempotency-Key is longer than 255 characters"),
+                    errdetail_key(*name),
+                    errhint("Use a key of 1 to 255 characters, such as a UUID.")));
 }
 
 text *require_text(FunctionCallInfo fcinfo, int argno, const char *sqlstate, const char *what,
                    const KeyName &name) {
-  if (PG_ARGISNULL(argno) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno)) == 0) {
-    const char *message = psprintf("%s must not be %s", what,
-                                   PG_ARGISNULL(argno) ? "NULL" : "empty");
-    throw_key_error(sqlstate, message, name, psprintf("Pass a non-empty %s.", what));
-  }
+  if (PG_ARGISNULL(argno) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno)) == 0)
+    ereport(ERROR, (errcode_of(sqlstate),
+                    errmsg("%s must not be %s", what, PG_ARGISNULL(argno) ? "NULL" : "empty"),
+                    errdetail_key(name), errhint("Pass a non-empty %s.", what)));
   return PG_GETARG_TEXT_PP(argno);
 }
 
 int64 require_fence(FunctionCallInfo fcinfo, int argno, const KeyName &name) {
   if (PG_ARGISNULL(argno))
-    throw_key_error(sqlstate::bad_argument, "fence must not be NULL", name,
-                    "Pass the fence returned by the claim that made you the owner.");
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument), errmsg("fence must not be NULL"),
+                    errdetail_key(name),
+                    errhint("Pass the fence returned by the claim that made you the owner.")));
   int64 fence = PG_GETARG_INT64(argno);
   if (fence <= 0)
-    throw_key_error(sqlstate::bad_argument, psprintf("fence must be positive, not %lld",
-                                                     static_cast<long long>(fence)),
-                    name, "Pass the fence returned by the claim that made you the owner.");
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                    errmsg("fence must be positive, not %lld", static_cast<long long>(fence)),
+                    errdetail_key(name),
+                    errhint("Pass the fence returned by the claim that made you the owner.")));
   return fence;
 }
 
 bool require_bool(FunctionCallInfo fcinfo, int argno, const char *what, const KeyName &name) {
   if (PG_ARGISNULL(argno))
-    throw_key_error(sqlstate::bad_argument, psprintf("%s must not be NULL", what), name,
-                    psprintf("Pass true or false for %s.", what));
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument), errmsg("%s must not be NULL", what),
+                    errdetail_key(name), errhint("Pass true or false for %s.", what)));
   return PG_GETARG_BOOL(argno);
 }
 
 int32 require_batch_limit(FunctionCallInfo fcinfo, int argno) {
   KeyName none = {nullptr, nullptr};
   if (PG_ARGISNULL(argno))
-    throw_key_error(sqlstate::bad_argument, "batch_limit must not be NULL", none,
-                    "Pass a positive number of rows, such as 10000.", "batch_limit is NULL");
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument), errmsg("batch_limit must not be NULL"),
+                    errdetail_key(none, "batch_limit is NULL"),
+                    errhint("Pass a positive number of rows, such as 10000.")));
   int32 limit = PG_GETARG_INT32(argno);
   if (limit <= 0)
-    throw_key_error(sqlstate::bad_argument,
-                    psprintf("batch_limit must be positive, not %d", limit), none,
-                    "Pass a positive number of rows, such as 10000.",
-                    psprintf("batch_limit is %d", limit));
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                    errmsg("batch_limit must be positive, not %d", limit),
+                    errdetail_key(none, psprintf("batch_limit is %d", limit)),
+                    errhint("Pass a positive number of rows, such as 10000.")));
   return limit;
 }
 
@@ -119,15 +121,16 @@ bool optional_response_code(FunctionCallInfo fcinfo, int argno, bool required,
                             const KeyName &name, int32 *code) {
   if (PG_ARGISNULL(argno)) {
     if (required)
-      throw_key_error(sqlstate::bad_argument, "response_code must not be NULL", name,
-                      "Pass the HTTP status the request answered, such as 201.");
+      ereport(ERROR, (errcode_of(sqlstate::bad_argument), errmsg("response_code must not be NULL"),
+                      errdetail_key(name),
+                      errhint("Pass the HTTP status the request answered, such as 201.")));
     return false;
   }
   *code = PG_GETARG_INT32(argno);
   if (*code < 100 || *code > 599)
-    throw_key_error(sqlstate::bad_argument,
-                    psprintf("response_code %d is not an HTTP status code", *code), name,
-                    "Pass an HTTP status between 100 and 599.");
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                    errmsg("response_code %d is not an HTTP status code", *code),
+                    errdetail_key(name), errhint("Pass an HTTP status between 100 and 599.")));
   return true;
 }
 
@@ -143,15 +146,27 @@ Datum interval_is_positive_sql(FunctionCallInfo fcinfo) {
   PG_RETURN_BOOL(interval_is_acceptable(PG_GETARG_INTERVAL_P(0), or_zero));
 }
 
-const Interval *require_finite_interval(FunctionCallInfo fcinfo, int argno, const char *what,
-                                        const KeyName &name) {
+const Interval *require_acceptable_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+                                            const KeyName &name, const char *positive_hint) {
   const Interval *given = PG_GETARG_INTERVAL_P(argno);
   if (!compat::interval_is_finite(given))
-    throw_key_error(sqlstate::bad_argument, psprintf("%s must be a finite interval", what), name,
-                    psprintf("Pass a positive %s such as '30 seconds', or NULL for the setting "
-                             "idem.%s%s.", what, what,
-                             strcmp(what, "retention") == 0
-                                 ? " (idem.retention = -1 keeps keys forever)" : ""));
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                    errmsg("%s must be a finite interval", what),
+                    errdetail_key(name),
+                    errhint("Pass a positive %s such as '30 seconds', or NULL for the setting "
+                            "idem.%s%s.",
+                            what, what,
+                            strcmp(what, "retention") == 0
+                                ? " (idem.retention = -1 keeps keys forever)"
+                                : "")));
+  if (!interval_is_acceptable(given, false))
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                    errmsg("%s must be a positive interval", what), errdetail_key(name),
+                    positive_hint != nullptr
+                        ? errhint("%s", positive_hint)
+                        : errhint("Pass a positive %s such as '30 seconds', or NULL for the "
+                                  "setting idem.%s.",
+                                  what, what)));
   return given;
 }
 
@@ -165,29 +180,24 @@ bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
     out->time = static_cast<int64>(setting_value) * setting_unit_usecs;
     return true;
   }
-  const Interval *given = require_finite_interval(fcinfo, argno, what, name);
-  bool positive = interval_is_acceptable(given, false);
-  if (!positive)
-    throw_key_error(sqlstate::bad_argument, psprintf("%s must be a positive interval", what),
-                    name, psprintf("Pass a positive %s such as '30 seconds', or NULL for the "
-                                   "setting idem.%s.", what, what));
-  *out = *given;
+  *out = *require_acceptable_interval(fcinfo, argno, what, name, nullptr);
   return true;
 }
 
 TimestampTz require_positive_interval(FunctionCallInfo fcinfo, int argno, const char *what,
                                       TimestampTz now, const KeyName &name, const char *hint) {
   if (PG_ARGISNULL(argno))
-    throw_key_error(sqlstate::bad_argument, psprintf("%s must not be NULL", what), name, hint);
-  const Interval *given = require_finite_interval(fcinfo, argno, what, name);
-  if (!interval_is_acceptable(given, false))
-    throw_key_error(sqlstate::bad_argument, psprintf("%s must be a positive interval", what), name,
-                    hint);
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument), errmsg("%s must not be NULL", what),
+                    errdetail_key(name), errhint("%s", hint)));
+  const Interval *given = require_acceptable_interval(fcinfo, argno, what, name, hint);
+  // Positive by the rule, and still ending after now: in a time zone whose
+  // clock moves by more than an hour, a day may be shorter.
   TimestampTz end = DatumGetTimestampTz(DirectFunctionCall2(
       timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(given)));
   if (end <= now)
-    throw_key_error(sqlstate::bad_argument, psprintf("%s must be a positive interval", what), name,
-                    hint);
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                    errmsg("%s must be a positive interval", what), errdetail_key(name),
+                    errhint("%s", hint)));
   return end;
 }
 

@@ -1,6 +1,6 @@
-// Checks of the SQL functions' arguments. Each failure throws idem::Error
+// Checks of the SQL functions' arguments. Each failure is an ereport(ERROR)
 // with the documented SQLSTATE, a message a person understands, a detail that
-// names the scope and key, and a hint.
+// names the scope and key (errdetail_key), and a hint.
 #pragma once
 
 #include "pg/pg.hpp"
@@ -40,11 +40,14 @@ bool interval_is_acceptable(const Interval *value, bool or_zero);
 // above; NULL for NULL (a CHECK passes NULL, "not set here").
 Datum interval_is_positive_sql(FunctionCallInfo fcinfo);
 
-// A non-NULL interval argument that is finite: 'infinity' and '-infinity'
-// (PostgreSQL 17 on) are refused with P4004, since a lock or a retention
-// that never ends would keep a key from ever going stale or expiring.
-const Interval *require_finite_interval(FunctionCallInfo fcinfo, int argno, const char *what,
-                                        const KeyName &name);
+// A non-NULL interval argument accepted by interval_is_acceptable, or P4004:
+// "<what> must be a finite interval" for 'infinity' and '-infinity'
+// (PostgreSQL 17 on), since a lock or a retention that never ends would keep
+// a key from ever going stale or expiring; "<what> must be a positive
+// interval", with positive_hint, for one that is not positive (a null
+// positive_hint: the hint of an argument a setting stands in for).
+const Interval *require_acceptable_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+                                            const KeyName &name, const char *positive_hint);
 
 // An interval argument accepted by interval_is_acceptable, or the setting's value when
 // NULL. Returns false (and leaves *out alone) when the result means "no
@@ -61,9 +64,9 @@ bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
 TimestampTz require_positive_interval(FunctionCallInfo fcinfo, int argno, const char *what,
                                       TimestampTz now, const KeyName &name, const char *hint);
 
-// detail_suffix, when not null, follows the scope and key in errdetail.
-[[noreturn]] void throw_key_error(const char *sqlstate, const char *message,
-                                  const KeyName &name, const char *hint,
-                                  const char *detail_suffix = nullptr);
+// The errdetail of an error about a key, used inside ereport() as errdetail
+// is: 'scope "s", key "k"' for the names given, then suffix (when not null)
+// after "; ". Adds nothing when there is nothing to say.
+int errdetail_key(const KeyName &name, const char *suffix = nullptr);
 
 }  // namespace idem

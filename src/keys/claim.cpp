@@ -6,6 +6,7 @@
 // compare-and-swap on what was observed.
 #include "keys/claim.hpp"
 
+#include "pg/guard.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
 #include "keys/key_probe.hpp"
@@ -66,9 +67,13 @@ bool true_and_not_null(const SeenRow &row, int col) {
   return !row.nulls[col - 1] && DatumGetBool(column(row, col));
 }
 
-[[noreturn]] void throw_unclassifiable_status(const char *status) {
-  throw Error(sqlstate::internal, "idempotency row has a status idem cannot classify",
-              std::string("status \"") + status + "\"", "This is a bug in idem; please report it.");
+// Reported at the caller, which read the status.
+[[noreturn]] void raise_unclassifiable_status(const char *status,
+                                              SourceLocation where = SourceLocation::here()) {
+  IDEM_EREPORT_AT(where, (errcode_of(sqlstate::internal),
+                          errmsg("idempotency row has a status idem cannot classify"),
+                          errdetail("status \"%s\"", status),
+                          errhint("This is a bug in idem; please report it.")));
 }
 
 // What the row's columns say, for classify(); `status` is the status column's.
@@ -88,7 +93,7 @@ Status status_of_text(const SeenRow &row) {
   if (!row.nulls[col_status - 1])
     text_to_cstring_buffer(DatumGetTextPP(column(row, col_status)), label, sizeof label);
   Status status;
-  if (!parse_status(label, &status)) throw_unclassifiable_status(label);
+  if (!parse_status(label, &status)) raise_unclassifiable_status(label);
   return status;
 }
 
@@ -112,7 +117,7 @@ Status status_of_label(Oid label) {
     if (known_statuses[i].label == label) return known_statuses[i].status;
   const char *name = DatumGetCString(DirectFunctionCall1(enum_out, ObjectIdGetDatum(label)));
   Status status;
-  if (!parse_status(name, &status)) throw_unclassifiable_status(name);
+  if (!parse_status(name, &status)) raise_unclassifiable_status(name);
   if (!status_callback_registered) {
     CacheRegisterSyscacheCallback(ENUMOID, forget_known_statuses, 0);
     status_callback_registered = true;
@@ -168,7 +173,7 @@ bool probe_claim_row(const ClaimRequest *request, MemoryContext into, SeenRow *r
   row->nulls[col_inserted - 1] = false;
   // The status stays an OID here: note_observation takes its Status, and a
   // write names it by status_name (claim_once).
-  if (nulls[probed_status]) throw_unclassifiable_status("");
+  if (nulls[probed_status]) raise_unclassifiable_status("");
   row->values[col_status - 1] = Datum(0);
   row->nulls[col_status - 1] = true;
   row->nulls[col_same_hash - 1] = nulls[probed_request_hash];
@@ -224,9 +229,10 @@ void require_claim_type(TupleDesc desc) {
                         format_type_be(claim_column_types[i - 1]));
   }
   if (detail == nullptr) return;
-  // detail is formatted before the throw builds its std::strings: psprintf may longjmp.
-  throw Error(sqlstate::internal, "idem.claim does not have the columns this library returns",
-              detail, "Reinstall the extension: the library and its SQL script disagree.");
+  ereport(ERROR, (errcode_of(sqlstate::internal),
+                  errmsg("idem.claim does not have the columns this library returns"),
+                  errdetail_internal("%s", detail),
+                  errhint("Reinstall the extension: the library and its SQL script disagree.")));
 }
 
 // idem.claim's descriptor, checked and copied once per backend: a claim
@@ -248,7 +254,7 @@ TupleDesc claim_result_desc(FunctionCallInfo fcinfo) {
     // No call expression (a direct call), or not a named composite type.
     TupleDesc desc;
     if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-      throw Error(sqlstate::internal, "a claim must return idem.claim");
+      ereport(ERROR, (errcode_of(sqlstate::internal), errmsg("a claim must return idem.claim")));
     require_claim_type(desc);
     return desc;
   }
@@ -284,10 +290,12 @@ HeapTuple form_claim(TupleDesc desc, ClaimKind kind, const SeenRow &row) {
 
 [[noreturn]] void refuse_write_when_read_only(SpiSession *session, const KeyName &name) {
   if (session->connected) spi_finish(session);
-  throw_key_error(sqlstate::read_only,
-                  "cannot claim this idempotency key in a read-only transaction", name,
-                  "Only replays of finished keys work read-only; claiming a new, stale or "
-                  "failed key writes it, so use a read-write transaction on the primary.");
+  ereport(ERROR, (errcode_of(sqlstate::read_only),
+                  errmsg("cannot claim this idempotency key in a read-only transaction"),
+                  errdetail_key(name),
+                  errhint("Only replays of finished keys work read-only; claiming a new, stale or "
+                          "failed key writes it, so use a read-write transaction on the "
+                          "primary.")));
 }
 
 }  // namespace
@@ -322,9 +330,10 @@ void prepare_claim(FunctionCallInfo fcinfo, int first_option_arg, ClaimRequest *
   request->key_table_has_binding = key_table_has_binding();
   bool bind = bind_lock_to_session_for(scope, session_binding::wanted());
   if (bind && !request->key_table_has_binding)
-    throw_key_error(sqlstate::not_preloaded,
-                    "idem.bind_lock_to_session needs the extension's 1.1 key table",
-                    request->name, "Run ALTER EXTENSION idem UPDATE, or turn the setting off.");
+    ereport(ERROR, (errcode_of(sqlstate::not_preloaded),
+                    errmsg("idem.bind_lock_to_session needs the extension's 1.1 key table"),
+                    errdetail_key(request->name),
+                    errhint("Run ALTER EXTENSION idem UPDATE, or turn the setting off.")));
   params[claim_bound_session] = bind ? Int64GetDatum(session_binding::my_token()) : Datum(0);
   nulls[claim_bound_session] = bind ? ' ' : 'n';
 }
@@ -389,10 +398,12 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
         case Action::reject_mismatch:
           if (session.connected) spi_finish(&session);
           stats::count(stats::Counter::request_mismatches);
-          throw_key_error(sqlstate::request_mismatch,
-                          "idempotency key was already used for a different request", name,
-                          "Use a new idempotency key for a new request; a retry must send "
-                          "exactly the same request.");
+          ereport(ERROR,
+                  (errcode_of(sqlstate::request_mismatch),
+                   errmsg("idempotency key was already used for a different request"),
+                   errdetail_key(name),
+                   errhint("Use a new idempotency key for a new request; a retry must send "
+                           "exactly the same request.")));
         case Action::insert:  // not for an observed row; look again
           continue;
         case Action::take_over_stale:
@@ -435,9 +446,11 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
     return;
   }
   if (session.connected) spi_finish(&session);
-  throw_key_error(sqlstate::contention,
-                  "could not claim the idempotency key: it kept changing under contention",
-                  name, "Retry the request; the key is being claimed by many requests at once.");
+  ereport(ERROR,
+          (errcode_of(sqlstate::contention),
+           errmsg("could not claim the idempotency key: it kept changing under contention"),
+           errdetail_key(name),
+           errhint("Retry the request; the key is being claimed by many requests at once.")));
 }
 
 namespace {

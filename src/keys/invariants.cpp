@@ -54,10 +54,11 @@ std::optional<Status> status_arg(FunctionCallInfo fcinfo, int argno) {
   Status status;
   // Only a label added to idem.idempotency_status by hand gets here.
   if (!parse_status(label, &status)) {
-    throw Error(sqlstate::internal, std::string("unknown idempotency status \"") + label + "\"",
-                "The invariants know the statuses processing, succeeded, failed_retryable "
-                "and failed_final.",
-                "idem.idempotency_status must keep the labels of its release.");
+    ereport(ERROR, (errcode_of(sqlstate::internal),
+                    errmsg("unknown idempotency status \"%s\"", label),
+                    errdetail("The invariants know the statuses processing, succeeded, "
+                              "failed_retryable and failed_final."),
+                    errhint("idem.idempotency_status must keep the labels of its release.")));
   }
   return status;
 }

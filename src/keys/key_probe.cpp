@@ -2,7 +2,6 @@
 #include "keys/key_probe.hpp"
 
 #include "pure/errors.hpp"
-#include "messages/message_arguments.hpp"
 
 namespace idem {
 
@@ -10,9 +9,11 @@ namespace {
 
 constexpr int key_columns = 2;
 
-[[noreturn]] void throw_not_ours(const char *message) {
-  message_arguments::throw_error(
-      sqlstate::internal, message, "The extension's tables are not the ones this library reads.",
+// The detail and hint of an error about the extension's own tables, used
+// inside ereport() as errdetail is.
+int errdetail_not_ours() {
+  errdetail("The extension's tables are not the ones this library reads.");
+  return errhint(
       "Run ALTER EXTENSION idem UPDATE, or reinstall the library that matches the extension.");
 }
 
@@ -48,7 +49,9 @@ void forget_resolved(Datum, Oid relation) {
 // own objects are missing only when its scripts and this library disagree.
 Oid idem_relation(const char *name) {
   Oid relation = get_relname_relid(name, get_namespace_oid("idem", false));
-  if (!OidIsValid(relation)) throw_not_ours(psprintf("idem.%s does not exist", name));
+  if (!OidIsValid(relation))
+    ereport(ERROR, (errcode_of(sqlstate::internal), errmsg("idem.%s does not exist", name),
+                    errdetail_not_ours()));
   return relation;
 }
 
@@ -56,8 +59,9 @@ Oid idem_relation(const char *name) {
 AttrNumber column_number(Relation relation, const char *name) {
   int index = attribute_index(RelationGetDescr(relation), name);
   if (index >= 0) return static_cast<AttrNumber>(index + 1);
-  throw_not_ours(
-      psprintf("idem.%s has no column %s", RelationGetRelationName(relation), name));
+  ereport(ERROR, (errcode_of(sqlstate::internal),
+                  errmsg("idem.%s has no column %s", RelationGetRelationName(relation), name),
+                  errdetail_not_ours()));
 }
 
 // Whether `entry` was resolved for this call site (its string constants).
@@ -77,10 +81,14 @@ const ResolvedProbe *find_resolved(const char *table, const char *const columns[
 // answer unless the cache is full.
 ResolvedProbe resolve(const char *table, const char *key_index, const char *const columns[],
                       int column_count, Relation heap, Relation index) {
-  if (column_count > max_probed_columns) throw_not_ours("a key probe reads at most 16 columns");
+  if (column_count > max_probed_columns)
+    ereport(ERROR, (errcode_of(sqlstate::internal),
+                    errmsg("a key probe reads at most 16 columns"), errdetail_not_ours()));
   if (index->rd_index->indrelid != RelationGetRelid(heap) ||
       IndexRelationGetNumberOfKeyAttributes(index) != key_columns)
-    throw_not_ours(psprintf("idem.%s is not a two-column key of idem.%s", key_index, table));
+    ereport(ERROR, (errcode_of(sqlstate::internal),
+                    errmsg("idem.%s is not a two-column key of idem.%s", key_index, table),
+                    errdetail_not_ours()));
   ResolvedProbe probe = {table, columns, column_count, RelationGetRelid(heap),
                          RelationGetRelid(index), {}, 0};
   probe.last_attnum = 0;

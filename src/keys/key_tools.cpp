@@ -60,25 +60,26 @@ RowSummary summarize_row(const SpiSession *session, int status_column, int fence
   spi_finish(session);
   if (rows == 0) {
     log_tool_use(tool, name, "refused: no such key");
-    throw_key_error(sqlstate::key_not_found,
-                    psprintf("idem.%s: idempotency key does not exist", tool), name,
-                    "Check the scope and key with idem.lookup; an expired key may already "
-                    "have been purged.");
+    ereport(ERROR, (errcode_of(sqlstate::key_not_found),
+                    errmsg("idem.%s: idempotency key does not exist", tool), errdetail_key(name),
+                    errhint("Check the scope and key with idem.lookup; an expired key may "
+                            "already have been purged.")));
   }
   if (strcmp(observed.status, "processing") != 0) {
     // The row changed between the tool's statement and this look.
     log_tool_use(tool, name,
                  psprintf("refused: the key changed meanwhile (%s)", observed.text));
-    throw_key_error(sqlstate::contention,
-                    psprintf("idem.%s: the idempotency key changed while being handled", tool),
-                    name, "Run the call again.", observed.text);
+    ereport(ERROR, (errcode_of(sqlstate::contention),
+                    errmsg("idem.%s: the idempotency key changed while being handled", tool),
+                    errdetail_key(name, observed.text), errhint("Run the call again.")));
   }
   log_tool_use(tool, name, psprintf("refused: the key is in flight (%s)", observed.text));
-  throw_key_error(sqlstate::key_in_flight,
-                  psprintf("idem.%s: idempotency key is being processed", tool), name,
-                  "Its owner may still be working and would lose its outcome. Wait for it "
-                  "(idem.lookup shows locked_until), or pass force => true to end it anyway.",
-                  observed.text);
+  ereport(ERROR, (errcode_of(sqlstate::key_in_flight),
+                  errmsg("idem.%s: idempotency key is being processed", tool),
+                  errdetail_key(name, observed.text),
+                  errhint("Its owner may still be working and would lose its outcome. Wait for "
+                          "it (idem.lookup shows locked_until), or pass force => true to end it "
+                          "anyway.")));
 }
 
 // Runs evict or force_expire; returns the row as it now is (or was, evicted).

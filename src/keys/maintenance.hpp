@@ -11,7 +11,7 @@ namespace idem {
 // Runs one bounded batch of Statement::sweep_stale or Statement::purge_expired
 // at the current time, in the connected session, inside the caller's
 // transaction. Returns the number of rows changed; fewer than limit means the
-// backlog is done (for now). May throw idem::Error.
+// backlog is done (for now). May raise an error.
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit);
 
 }  // namespace idem

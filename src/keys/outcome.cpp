@@ -69,30 +69,29 @@ void pass_argument(FunctionCallInfo fcinfo, int argno, OwnerWrite *write, int sl
   }
   spi_finish(session);
   if (rows == 0)
-    throw_key_error(not_owned_sqlstate,
-                    psprintf("%s: idempotency key does not exist", operation), write.name,
-                    "Claim the key with idem.claim_idempotency_key first; it may have "
-                    "expired and been purged.");
+    ereport(ERROR, (errcode_of(not_owned_sqlstate),
+                    errmsg("%s: idempotency key does not exist", operation),
+                    errdetail_key(write.name),
+                    errhint("Claim the key with idem.claim_idempotency_key first; it may have "
+                            "expired and been purged.")));
   if (current_fence > write.fence) {
     stats::count(stats::Counter::stale_fences);
-    throw_key_error(sqlstate::stale_fence,
-                    psprintf("%s: stale fence, a newer claim owns the idempotency key",
-                             operation),
-                    write.name,
-                    "Your lock expired and another request took the key over; stop "
-                    "working on it and do not record an outcome.",
-                    psprintf("your fence %lld, current fence %lld",
-                             static_cast<long long>(write.fence),
-                             static_cast<long long>(current_fence)));
+    ereport(ERROR, (errcode_of(sqlstate::stale_fence),
+                    errmsg("%s: stale fence, a newer claim owns the idempotency key", operation),
+                    errdetail_key(write.name,
+                                  psprintf("your fence %lld, current fence %lld",
+                                           static_cast<long long>(write.fence),
+                                           static_cast<long long>(current_fence))),
+                    errhint("Your lock expired and another request took the key over; stop "
+                            "working on it and do not record an outcome.")));
   }
-  throw_key_error(not_owned_sqlstate,
-                  psprintf("%s: idempotency key is not owned by this fence", operation),
-                  write.name,
-                  "Only the owner of a processing key (or of one swept as abandoned) may "
-                  "write it; claim the key first.",
-                  psprintf("status %s, fence %lld, your fence %lld", status,
-                           static_cast<long long>(current_fence),
-                           static_cast<long long>(write.fence)));
+  ereport(ERROR, (errcode_of(not_owned_sqlstate),
+                  errmsg("%s: idempotency key is not owned by this fence", operation),
+                  errdetail_key(write.name, psprintf("status %s, fence %lld, your fence %lld",
+                                                     status, static_cast<long long>(current_fence),
+                                                     static_cast<long long>(write.fence))),
+                  errhint("Only the owner of a processing key (or of one swept as abandoned) "
+                          "may write it; claim the key first.")));
 }
 
 // mark_succeeded and mark_failed return the claimed_at of the row they completed.
@@ -148,11 +147,11 @@ void refuse_reserved_failure_code(const text *code, const KeyName &name) {
   size_t length = VARSIZE_ANY_EXHDR(code);
   for (const char *marker : reserved) {
     if (length != strlen(marker) || memcmp(VARDATA_ANY(code), marker, length) != 0) continue;
-    throw_key_error(sqlstate::bad_argument,
-                    psprintf("failure_code '%s' is reserved for idem's own markers", marker),
-                    name,
-                    "idem's sweeper records 'abandoned' itself; pass a code of your own, "
-                    "such as 'app_timeout'.");
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                    errmsg("failure_code '%s' is reserved for idem's own markers", marker),
+                    errdetail_key(name),
+                    errhint("idem's sweeper records 'abandoned' itself; pass a code of your own, "
+                            "such as 'app_timeout'.")));
   }
 }
 
@@ -184,9 +183,11 @@ Datum set_recovery_point(FunctionCallInfo fcinfo) {
   const char *finished = "finished";
   if (VARSIZE_ANY_EXHDR(recovery_point) == strlen(finished) &&
       memcmp(VARDATA_ANY(recovery_point), finished, strlen(finished)) == 0)
-    throw_key_error(sqlstate::bad_argument,
-                    "recovery point 'finished' can only be reached through mark_succeeded",
-                    write.name, "Call idem.mark_succeeded to finish the request.");
+    ereport(ERROR,
+            (errcode_of(sqlstate::bad_argument),
+             errmsg("recovery point 'finished' can only be reached through mark_succeeded"),
+             errdetail_key(write.name),
+             errhint("Call idem.mark_succeeded to finish the request.")));
   write.params[owner_first_value] = PointerGetDatum(recovery_point);
   return run_owner_write(Statement::set_recovery_point, &write, sqlstate::checkpoint_not_owned,
                          "set_recovery_point", stats::Counter::recovery_points_set);
@@ -222,8 +223,9 @@ Datum stored_answer(FunctionCallInfo fcinfo) {
   spi_finish(&session);
   // The mark found the row in this transaction: it is still there.
   if (isnull)
-    throw Error(sqlstate::internal, "idem: a key just completed has no stored answer", "",
-                "This is a bug in idem; please report it.");
+    ereport(ERROR, (errcode_of(sqlstate::internal),
+                    errmsg("idem: a key just completed has no stored answer"),
+                    errhint("This is a bug in idem; please report it.")));
   return answer;
 }
 

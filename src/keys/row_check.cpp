@@ -16,14 +16,16 @@ constexpr int max_row_columns = sizeof(RowColumns::indexes) / sizeof(int);
 // Resolves the names in `desc` (attribute_index, pg.hpp).
 void resolve(RowColumns *columns, TupleDesc desc) {
   if (columns->count > max_row_columns)
-    throw Error(sqlstate::internal, "a row rule reads at most 16 columns");
+    ereport(ERROR,
+            (errcode_of(sqlstate::internal), errmsg("a row rule reads at most 16 columns")));
   for (int i = 0; i < columns->count; ++i) {
     int found = attribute_index(desc, columns->names[i]);
     if (found < 0)
-      throw Error(sqlstate::internal,
-                  std::string("the row checked has no column ") + columns->names[i],
-                  "The extension's table and this library disagree.",
-                  "Run ALTER EXTENSION idem UPDATE, or reinstall the library that matches it.");
+      ereport(ERROR, (errcode_of(sqlstate::internal),
+                      errmsg("the row checked has no column %s", columns->names[i]),
+                      errdetail("The extension's table and this library disagree."),
+                      errhint("Run ALTER EXTENSION idem UPDATE, or reinstall the library that "
+                              "matches it.")));
     columns->indexes[i] = found;
   }
 }
@@ -39,7 +41,8 @@ Datum call_with_row_columns(FunctionCallInfo fcinfo, RowColumns *columns,
   // can process an invalidation before the last use of `desc`.
   TypeCacheEntry *entry = lookup_type_cache(type, TYPECACHE_TUPDESC);
   TupleDesc desc = entry->tupDesc;
-  if (desc == nullptr) throw Error(sqlstate::internal, "a row rule takes a table's row");
+  if (desc == nullptr)
+    ereport(ERROR, (errcode_of(sqlstate::internal), errmsg("a row rule takes a table's row")));
   if (columns->type != type || columns->identifier != entry->tupDesc_identifier) {
     resolve(columns, desc);
     columns->type = type;

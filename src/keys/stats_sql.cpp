@@ -13,12 +13,12 @@ constexpr int stats_columns = 1 + stats::counter_count + 2;
 
 void require_counters(const char *what) {
   if (!stats::available())
-    throw Error(sqlstate::not_preloaded,
-                std::string(what) + " needs idem in shared_preload_libraries",
-                "The counters live in shared memory, which only a preloaded library can "
-                "allocate.",
-                "Add 'idem' to shared_preload_libraries in postgresql.conf and restart the "
-                "server. The key-store functions work without it.");
+    ereport(ERROR, (errcode_of(sqlstate::not_preloaded),
+                    errmsg("%s needs idem in shared_preload_libraries", what),
+                    errdetail("The counters live in shared memory, which only a preloaded "
+                              "library can allocate."),
+                    errhint("Add 'idem' to shared_preload_libraries in postgresql.conf and "
+                            "restart the server. The key-store functions work without it.")));
 }
 
 Datum timestamp_or_null(uint64 stored, bool *isnull) {
@@ -55,11 +55,11 @@ Datum stats_counters(FunctionCallInfo fcinfo) {
   InitMaterializedSRF(fcinfo, 0);
   auto *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
   if (result->setDesc->natts != stats_columns) {
-    // Formatted before the throw builds its std::strings: psprintf may longjmp.
-    const char *detail = psprintf("it returns %d columns; the library fills %d",
-                                  result->setDesc->natts, stats_columns);
-    throw Error(sqlstate::internal, "idem.stats_counters() is declared with the wrong columns",
-                detail, "Reinstall the extension: the library and its SQL script disagree.");
+    ereport(ERROR, (errcode_of(sqlstate::internal),
+                    errmsg("idem.stats_counters() is declared with the wrong columns"),
+                    errdetail("it returns %d columns; the library fills %d",
+                              result->setDesc->natts, stats_columns),
+                    errhint("Reinstall the extension: the library and its SQL script disagree.")));
   }
   stats::row_for(MyDatabaseId);  // the current database shows, if only with zeros
   stats::for_each_row([result](stats::DatabaseCounters *row) { put_row(result, row); });
@@ -70,8 +70,9 @@ Datum stats_counters(FunctionCallInfo fcinfo) {
 Datum stats_reset(FunctionCallInfo fcinfo) {
   require_counters("idem.stats_reset()");
   if (PG_ARGISNULL(0))
-    throw Error(sqlstate::bad_argument, "all_databases must not be NULL", "",
-                "Pass false to reset this database's counters, true to reset every database's.");
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument), errmsg("all_databases must not be NULL"),
+                    errhint("Pass false to reset this database's counters, true to reset every "
+                            "database's.")));
   TimestampTz now = GetCurrentTimestamp();
   if (PG_GETARG_BOOL(0))
     stats::for_each_row([now](stats::DatabaseCounters *row) { stats::reset_row(row, now); });

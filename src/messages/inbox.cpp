@@ -10,7 +10,6 @@
 // again, now seeing the twin's row (a replay); when it rolled back, the
 // insert goes in. The errors keep the words of the PL/pgSQL version they
 // replace (sql/idem--1.0--1.1.sql, section inbox).
-#include "keys/arguments.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
 #include "keys/key_probe.hpp"
@@ -32,14 +31,16 @@ constexpr int max_consume_steps = 2;
 // consumer and message_id (P4000, P4001).
 void require_message_name(const text *consumer, const text *message_id) {
   if (!name_fits(consumer))
-    throw_error(sqlstate::scope_invalid, "consumer must be 1 to 255 characters",
-                psprintf("consumer was %s.", literal(consumer, detail_name_chars)),
-                "Name the consumer (the scope of its message ids).");
+    ereport(ERROR, (errcode_of(sqlstate::scope_invalid),
+                    errmsg("consumer must be 1 to 255 characters"),
+                    errdetail("consumer was %s.", quoted(consumer, too_long_name_chars)),
+                    errhint("Name the consumer (the scope of its message ids).")));
   if (!name_fits(message_id))
-    throw_error(sqlstate::key_invalid, "message_id must be 1 to 255 characters",
-                psprintf("consumer %s, message_id %s.", literal(consumer),
-                         literal(message_id, detail_name_chars)),
-                "Pass the message's own id, as the broker delivers it.");
+    ereport(ERROR, (errcode_of(sqlstate::key_invalid),
+                    errmsg("message_id must be 1 to 255 characters"),
+                    errdetail("consumer %s, message_id %s.", quoted(consumer),
+                              quoted(message_id, too_long_name_chars)),
+                    errhint("Pass the message's own id, as the broker delivers it.")));
 }
 
 // The expiry of a message consumed at `now`: the argument, else the
@@ -68,27 +69,17 @@ TimestampTz message_expiry(FunctionCallInfo fcinfo, const text *consumer, Timest
                                                  IntervalPGetDatum(&retention)));
 }
 
-// A given retention must be positive and finite (interval_is_acceptable): P4004.
-void require_retention(FunctionCallInfo fcinfo) {
-  if (PG_ARGISNULL(3)) return;
-  Interval *given = PG_GETARG_INTERVAL_P(3);
-  if (interval_is_acceptable(given, false)) return;
-  throw_error(sqlstate::bad_argument, "retention must be positive and finite",
-              psprintf("retention was %s.", DatumGetCString(DirectFunctionCall1(
-                                                interval_out, IntervalPGetDatum(given)))),
-              "Pass a positive interval, or NULL for idem.inbox_retention.");
-}
-
-[[noreturn]] void throw_hash_mismatch(const text *consumer, const text *message_id,
+[[noreturn]] void raise_hash_mismatch(const text *consumer, const text *message_id,
                                       const char *stored_hash, const text *message_hash) {
-  throw_error(
-      sqlstate::message_mismatch,
-      psprintf("message %s of consumer %s was consumed with a different message_hash",
-               literal(message_id), literal(consumer)),
-      psprintf("consumer %s, message_id %s: stored hash %s, given %s.", literal(consumer),
-               literal(message_id), excerpt_text(stored_hash),
-               message_text::excerpt(message_hash)),
-      "A broker redelivers the same body under one id; a different body needs a new message id.");
+  ereport(ERROR,
+          (errcode_of(sqlstate::message_mismatch),
+           errmsg("message %s of consumer %s was consumed with a different message_hash",
+                  quoted(message_id), quoted(consumer)),
+           errdetail("consumer %s, message_id %s: stored hash %s, given %s.", quoted(consumer),
+                     quoted(message_id), excerpt(stored_hash),
+                     excerpt(message_hash)),
+           errhint("A broker redelivers the same body under one id; a different body needs a new "
+                   "message id.")));
 }
 
 // consume_once(consumer, message_id, message_hash, retention): true for the
@@ -100,10 +91,14 @@ Datum consume_once(FunctionCallInfo fcinfo) {
   const text *message_hash = text_argument(fcinfo, 2);
   require_message_name(consumer, message_id);
   if (message_hash == nullptr || VARSIZE_ANY_EXHDR(message_hash) == 0)
-    throw_error(sqlstate::request_hash_invalid, "message_hash must not be empty",
-                psprintf("consumer %s, message_id %s.", literal(consumer), literal(message_id)),
-                "Pass a fingerprint of the message body, for example idem.request_hash(body).");
-  require_retention(fcinfo);
+    ereport(ERROR, (errcode_of(sqlstate::request_hash_invalid),
+                    errmsg("message_hash must not be empty"),
+                    errdetail("consumer %s, message_id %s.", quoted(consumer),
+                              quoted(message_id)),
+                    errhint("Pass a fingerprint of the message body, for example "
+                            "idem.request_hash(body).")));
+  require_interval(fcinfo, 3, "retention", false,
+                   "Pass a positive interval, or NULL for idem.inbox_retention.");
   TimestampTz now = GetCurrentStatementStartTimestamp();
   // The expiry only matters to a new message, but the policy cache may need
   // its own SPI session to reload, so it is resolved before connecting.
@@ -124,7 +119,7 @@ Datum consume_once(FunctionCallInfo fcinfo) {
     if (found && !stored_null[1] && DatumGetTimestampTz(stored[1]) > now) {
       if (session.connected) spi_finish(&session);
       if (stored_null[0] || !same_text(DatumGetTextPP(stored[0]), message_hash))
-        throw_hash_mismatch(consumer, message_id,
+        raise_hash_mismatch(consumer, message_id,
                             stored_null[0] ? "NULL" : TextDatumGetCString(stored[0]),
                             message_hash);
       PG_RETURN_BOOL(false);
@@ -136,10 +131,11 @@ Datum consume_once(FunctionCallInfo fcinfo) {
     }
   }
   spi_finish(&session);
-  throw_error(sqlstate::internal,
-              psprintf("consume_once could not settle message %s of consumer %s",
-                       literal(message_id), literal(consumer)),
-              "The message changed under two attempts in a row.", "Retry the transaction.");
+  ereport(ERROR, (errcode_of(sqlstate::internal),
+                  errmsg("consume_once could not settle message %s of consumer %s",
+                         quoted(message_id), quoted(consumer)),
+                  errdetail("The message changed under two attempts in a row."),
+                  errhint("Retry the transaction.")));
 }
 
 // set_consumed_result(consumer, message_id, result_ref_type, result_ref_id):
@@ -160,12 +156,12 @@ Datum set_consumed_result(FunctionCallInfo fcinfo) {
   uint64 updated = spi_run(&session, Statement::inbox_set_result, params, nulls);
   spi_finish(&session);
   if (updated == 0)
-    throw_error(sqlstate::key_not_found,
-                psprintf("message %s of consumer %s is not consumed", literal(message_id),
-                         literal(consumer)),
-                psprintf("consumer %s, message_id %s: no live consumed message.", literal(consumer),
-                         literal(message_id)),
-                "Call idem.consume_once first, in the same transaction.");
+    ereport(ERROR, (errcode_of(sqlstate::key_not_found),
+                    errmsg("message %s of consumer %s is not consumed", quoted(message_id),
+                           quoted(consumer)),
+                    errdetail("consumer %s, message_id %s: no live consumed message.",
+                              quoted(consumer), quoted(message_id)),
+                    errhint("Call idem.consume_once first, in the same transaction.")));
   PG_RETURN_VOID();
 }
 

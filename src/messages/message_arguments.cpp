@@ -1,21 +1,13 @@
 #include "messages/message_arguments.hpp"
 
-#include "pure/errors.hpp"
+#include "keys/arguments.hpp"
 #include "pg/message_text.hpp"
+#include "pure/errors.hpp"
 
 namespace idem::message_arguments {
 
 const text *text_argument(FunctionCallInfo fcinfo, int argno) {
   return PG_ARGISNULL(argno) ? nullptr : PG_GETARG_TEXT_PP(argno);
-}
-
-const char *literal(const text *value, int max_chars) {
-  if (value == nullptr) return "NULL";
-  return quote_literal_cstr(message_text::excerpt(value, max_chars));
-}
-
-const char *excerpt_text(const char *value) {
-  return message_text::excerpt(value, static_cast<int>(strlen(value)));
 }
 
 bool name_fits(const text *value) {
@@ -24,8 +16,17 @@ bool name_fits(const text *value) {
   return chars >= 1 && chars <= max_name_chars;
 }
 
-void throw_error(const char *sqlstate, const char *message, const char *detail, const char *hint) {
-  throw Error(sqlstate, message, detail, hint);
+void require_interval(FunctionCallInfo fcinfo, int argno, const char *what, bool required,
+                      const char *hint) {
+  bool null = PG_ARGISNULL(argno);
+  if (null ? !required : interval_is_acceptable(PG_GETARG_INTERVAL_P(argno), false)) return;
+  ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                  errmsg("%s must be positive and finite", what),
+                  errdetail("%s was %s.", what,
+                            null ? "NULL"
+                                 : DatumGetCString(DirectFunctionCall1(interval_out,
+                                                                       PG_GETARG_DATUM(argno)))),
+                  errhint("%s", hint)));
 }
 
 }  // namespace idem::message_arguments

@@ -8,26 +8,25 @@
 
 namespace idem::message_arguments {
 
+// The inbox's and outbox's errors quote their arguments by the one rule.
+using message_text::excerpt;
+using message_text::quoted;
+using message_text::too_long_name_chars;
+
 // The longest consumer, message id, scope or key, in characters.
 inline constexpr int max_name_chars = 255;
-// How much of a too-long name an errdetail quotes, as the SQL's left(name, 40).
-inline constexpr int detail_name_chars = 40;
 
 // A text argument, detoasted, or nullptr for NULL.
 const text *text_argument(FunctionCallInfo fcinfo, int argno);
 
-// format()'s %L: the quoted literal, cut to max_chars characters as every
-// quoted text is (message_text.hpp), or NULL unquoted.
-const char *literal(const text *value, int max_chars = message_text::max_quoted_chars);
-
-// A text that is not a name (a hash, a payload), cut as a message quotes it.
-const char *excerpt_text(const char *value);
-
 // 1 to max_name_chars characters.
 bool name_fits(const text *value);
 
-// Throws idem::Error; the strings are copied before the throw.
-[[noreturn]] void throw_error(const char *sqlstate, const char *message, const char *detail,
-                              const char *hint);
+// An interval argument of the inbox or outbox (a retention, a lease), judged
+// by the one rule (interval_is_acceptable, arguments.hpp): otherwise P4004,
+// "<what> must be positive and finite", the value in the detail and `hint`.
+// NULL passes unless required.
+void require_interval(FunctionCallInfo fcinfo, int argno, const char *what, bool required,
+                      const char *hint);
 
 }  // namespace idem::message_arguments

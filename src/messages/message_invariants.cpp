@@ -21,11 +21,12 @@ namespace {
 
 using message_arguments::name_fits;
 using message_arguments::text_argument;
-using message_arguments::throw_error;
-
-[[noreturn]] void throw_broken(const char *rule, const char *detail, const char *hint) {
-  throw_error(sqlstate::check_violation, psprintf("new row violates idem invariant \"%s\"", rule),
-              detail, hint);
+// The row breaks `rule`: 23514, reported at the caller, which judged it.
+[[noreturn]] void raise_broken(const char *rule, const char *detail, const char *hint,
+                               SourceLocation where = SourceLocation::here()) {
+  IDEM_EREPORT_AT(where, (errcode_of(sqlstate::check_violation),
+                          errmsg("new row violates idem invariant \"%s\"", rule),
+                          errdetail_internal("%s", detail), errhint("%s", hint)));
 }
 
 bool present(const text *value) { return value == nullptr || VARSIZE_ANY_EXHDR(value) > 0; }
@@ -55,17 +56,17 @@ RowColumns outbox_event_row = {outbox_event_columns, 7, InvalidOid, 0, {}};
 // message_id, message_hash, consumed_at, expires_at.
 Datum consumed_message_invariants_hold(FunctionCallInfo fcinfo) {
   if (!name_fits_or_null(text_argument(fcinfo, 0)))
-    throw_broken("consumer_length", "The consumer is 1 to 255 characters long.",
+    raise_broken("consumer_length", "The consumer is 1 to 255 characters long.",
                  "idem.consume_once refuses any other consumer (P4000).");
   if (!name_fits_or_null(text_argument(fcinfo, 1)))
-    throw_broken("message_id_length", "The message_id is 1 to 255 characters long.",
+    raise_broken("message_id_length", "The message_id is 1 to 255 characters long.",
                  "idem.consume_once refuses any other message id (P4001).");
   if (!present(text_argument(fcinfo, 2)))
-    throw_broken("message_hash_present", "message_hash is not empty.",
+    raise_broken("message_hash_present", "message_hash is not empty.",
                  "Store the fingerprint the message was consumed with.");
   if (!PG_ARGISNULL(3) && !PG_ARGISNULL(4) &&
       !(PG_GETARG_TIMESTAMPTZ(4) > PG_GETARG_TIMESTAMPTZ(3)))
-    throw_broken("expires_after_consumption", "expires_at is later than consumed_at.",
+    raise_broken("expires_after_consumption", "expires_at is later than consumed_at.",
                  "A message kept forever has expires_at = 'infinity'.");
   PG_RETURN_BOOL(true);
 }
@@ -75,23 +76,23 @@ Datum consumed_message_invariants_hold(FunctionCallInfo fcinfo) {
 // scope, key, event_type, status, leased_until, lease_fence, published_at.
 Datum outbox_event_invariants_hold(FunctionCallInfo fcinfo) {
   if (!name_fits_or_null(text_argument(fcinfo, 0)))
-    throw_broken("outbox_scope_length", "The scope is 1 to 255 characters long.",
+    raise_broken("outbox_scope_length", "The scope is 1 to 255 characters long.",
                  "idem.outbox_put refuses any other scope (P4000).");
   if (!name_fits_or_null(text_argument(fcinfo, 1)))
-    throw_broken("outbox_key_length", "The key is 1 to 255 characters long.",
+    raise_broken("outbox_key_length", "The key is 1 to 255 characters long.",
                  "idem.outbox_put refuses any other key (P4001).");
   if (!present(text_argument(fcinfo, 2)))
-    throw_broken("outbox_event_type_present", "event_type is not empty.",
+    raise_broken("outbox_event_type_present", "event_type is not empty.",
                  "Name the event, for example 'order_paid'.");
   const char *status = label_argument(fcinfo, 3);
   if (status != nullptr) {
     bool has_lease = !PG_ARGISNULL(4) && !PG_ARGISNULL(5);
     if (label_is(status, "leased") != has_lease)
-      throw_broken("outbox_leased_has_lease",
+      raise_broken("outbox_leased_has_lease",
                    "An event is 'leased' exactly when it has leased_until and lease_fence.",
                    "Only idem.outbox_lease leases an event; publishing or failing it ends the lease.");
     if (label_is(status, "published") != !PG_ARGISNULL(6))
-      throw_broken("outbox_published_is_dated",
+      raise_broken("outbox_published_is_dated",
                    "An event is 'published' exactly when it has published_at.",
                    "Only idem.outbox_published publishes an event.");
   }

@@ -3,7 +3,6 @@
 // in C through kept SPI plans because they run for every event.
 // outbox_failed stays PL/pgSQL (sql/idem--1.0--1.1.sql, section inbox). The
 // errors keep the words of the PL/pgSQL functions they replace.
-#include "keys/arguments.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
 #include "messages/message_arguments.hpp"
@@ -32,37 +31,42 @@ constexpr int max_identity_bytes = 2600;
 void require_event(FunctionCallInfo fcinfo, const text *scope, const text *key,
                    const text *event_type) {
   if (!name_fits(scope))
-    throw_error(sqlstate::scope_invalid, "scope must be 1 to 255 characters",
-                psprintf("scope was %s.", literal(scope)),
-                "Pass the scope of the key the event belongs to.");
+    ereport(ERROR, (errcode_of(sqlstate::scope_invalid),
+                    errmsg("scope must be 1 to 255 characters"),
+                    errdetail("scope was %s.", quoted(scope)),
+                    errhint("Pass the scope of the key the event belongs to.")));
   if (!name_fits(key))
-    throw_error(sqlstate::key_invalid, "key must be 1 to 255 characters",
-                psprintf("scope %s, key %s.", literal(scope), literal(key, detail_name_chars)),
-                "Pass the idempotency key of the request that produced the event.");
+    ereport(ERROR, (errcode_of(sqlstate::key_invalid), errmsg("key must be 1 to 255 characters"),
+                    errdetail("scope %s, key %s.", quoted(scope), quoted(key, too_long_name_chars)),
+                    errhint("Pass the idempotency key of the request that produced the event.")));
   if (event_type == nullptr || VARSIZE_ANY_EXHDR(event_type) == 0 || PG_ARGISNULL(3))
-    throw_error(sqlstate::bad_argument, "event_type and payload must be given",
-                psprintf("scope %s, key %s: event_type %s, payload %s.", literal(scope),
-                         literal(key), literal(event_type),
-                         PG_ARGISNULL(3)
-                             ? "NULL"
-                             : excerpt_text(DatumGetCString(
-                                   DirectFunctionCall1(jsonb_out, PG_GETARG_DATUM(3))))),
-                "Name the event type and pass a jsonb payload ('{}' for none).");
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                    errmsg("event_type and payload must be given"),
+                    errdetail("scope %s, key %s: event_type %s, payload %s.", quoted(scope),
+                              quoted(key), quoted(event_type),
+                              PG_ARGISNULL(3)
+                                  ? "NULL"
+                                  : excerpt(DatumGetCString(
+                                        DirectFunctionCall1(jsonb_out, PG_GETARG_DATUM(3))))),
+                    errhint("Name the event type and pass a jsonb payload ('{}' for none).")));
   if (!name_fits(event_type))
-    throw_error(sqlstate::bad_argument, "event_type must be 1 to 255 characters",
-                psprintf("scope %s, key %s: event_type %s.", literal(scope), literal(key),
-                         literal(event_type, detail_name_chars)),
-                "Name the event type in at most 255 characters, such as 'order.created'.");
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                    errmsg("event_type must be 1 to 255 characters"),
+                    errdetail("scope %s, key %s: event_type %s.", quoted(scope), quoted(key),
+                              quoted(event_type, too_long_name_chars)),
+                    errhint("Name the event type in at most 255 characters, such as "
+                            "'order.created'.")));
   for (int argno : {4, 5}) {
     const text *aggregate = text_argument(fcinfo, argno);
     if (aggregate != nullptr && !name_fits(aggregate) && VARSIZE_ANY_EXHDR(aggregate) > 0)
-      throw_error(sqlstate::bad_argument,
-                  psprintf("%s must be at most 255 characters",
-                           argno == 4 ? "aggregate_type" : "aggregate_id"),
-                  psprintf("scope %s, key %s: %s %s.", literal(scope), literal(key),
-                           argno == 4 ? "aggregate_type" : "aggregate_id",
-                           literal(aggregate, detail_name_chars)),
-                  "Name the aggregate in at most 255 characters, such as its primary key.");
+      ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                      errmsg("%s must be at most 255 characters",
+                             argno == 4 ? "aggregate_type" : "aggregate_id"),
+                      errdetail("scope %s, key %s: %s %s.", quoted(scope), quoted(key),
+                                argno == 4 ? "aggregate_type" : "aggregate_id",
+                                quoted(aggregate, too_long_name_chars)),
+                      errhint("Name the aggregate in at most 255 characters, such as its primary "
+                              "key.")));
   }
   // scope, key and event_type are one entry of the outbox's unique index,
   // which holds at most about 2,700 bytes: reachable only with characters of
@@ -70,13 +74,14 @@ void require_event(FunctionCallInfo fcinfo, const text *scope, const text *key,
   int identity_bytes = VARSIZE_ANY_EXHDR(scope) + VARSIZE_ANY_EXHDR(key) +
                        VARSIZE_ANY_EXHDR(event_type);
   if (identity_bytes > max_identity_bytes)
-    throw_error(sqlstate::bad_argument, "scope, key and event_type are too long together",
-                psprintf("scope %s, key %s, event_type %s: %d bytes in the server's encoding; "
-                         "at most %d fit the outbox's index.",
-                         literal(scope, detail_name_chars), literal(key, detail_name_chars),
-                         literal(event_type, detail_name_chars), identity_bytes,
-                         max_identity_bytes),
-                "Use a shorter event_type.");
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument),
+                    errmsg("scope, key and event_type are too long together"),
+                    errdetail("scope %s, key %s, event_type %s: %d bytes in the server's "
+                              "encoding; at most %d fit the outbox's index.",
+                              quoted(scope, too_long_name_chars), quoted(key, too_long_name_chars),
+                              quoted(event_type, too_long_name_chars), identity_bytes,
+                              max_identity_bytes),
+                    errhint("Use a shorter event_type.")));
 }
 
 // An aggregate's events must commit in id order, or a relay could lease
@@ -135,40 +140,36 @@ Datum outbox_put(FunctionCallInfo fcinfo) {
   bool same = DatumGetBool(spi_copy_datum(&session, 0, 2, &same_null));
   spi_finish(&session);
   if (!same_null && !same)
-    throw_error(
-        sqlstate::event_mismatch,
-        psprintf("outbox event %s of key %s was put with a different payload", literal(event_type),
-                 literal(key)),
-        psprintf("scope %s, key %s, event_type %s: event " INT64_FORMAT " has another payload.",
-                 literal(scope), literal(key), literal(event_type), id),
-        "An event is put once per (scope, key, event_type); a different event needs its own key "
-        "or type.");
+    ereport(ERROR, (errcode_of(sqlstate::event_mismatch),
+                    errmsg("outbox event %s of key %s was put with a different payload",
+                           quoted(event_type), quoted(key)),
+                    errdetail("scope %s, key %s, event_type %s: event " INT64_FORMAT
+                              " has another payload.",
+                              quoted(scope), quoted(key), quoted(event_type), id),
+                    errhint("An event is put once per (scope, key, event_type); a different "
+                            "event needs its own key or type.")));
   PG_RETURN_INT64(id);
 }
 
 // outbox_lease(batch_limit, lease, event_types): the due events, leased.
 Datum outbox_lease(FunctionCallInfo fcinfo) {
   if (PG_ARGISNULL(0) || PG_GETARG_INT32(0) <= 0)
-    throw_error(sqlstate::bad_argument, "batch_limit must be positive",
-                PG_ARGISNULL(0) ? "batch_limit was NULL."
-                                : psprintf("batch_limit was %d.", PG_GETARG_INT32(0)),
-                "Pass a positive number of rows.");
+    ereport(ERROR, (errcode_of(sqlstate::bad_argument), errmsg("batch_limit must be positive"),
+                    PG_ARGISNULL(0) ? errdetail("batch_limit was NULL.")
+                                    : errdetail("batch_limit was %d.", PG_GETARG_INT32(0)),
+                    errhint("Pass a positive number of rows.")));
   // A lease that is not positive on every calendar would be over when
   // granted, and the next lease would take the same event.
-  if (PG_ARGISNULL(1) || !interval_is_acceptable(PG_GETARG_INTERVAL_P(1), false))
-    throw_error(sqlstate::bad_argument, "lease must be positive and finite",
-                psprintf("lease was %s.", PG_ARGISNULL(1) ? "NULL"
-                                                          : DatumGetCString(DirectFunctionCall1(
-                                                                interval_out, PG_GETARG_DATUM(1)))),
-                "Pass a lease longer than one delivery takes.");
+  require_interval(fcinfo, 1, "lease", true, "Pass a lease longer than one delivery takes.");
   InitMaterializedSRF(fcinfo, 0);
   auto *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
   int natts = result->setDesc->natts;
   if (natts != lease_columns)
-    throw_error(sqlstate::internal,
-                "idem.outbox_lease's result does not have the columns this library returns",
-                psprintf("it has %d columns; the library returns %d", natts, lease_columns),
-                "Reinstall the extension: the library and its SQL script disagree.");
+    ereport(ERROR,
+            (errcode_of(sqlstate::internal),
+             errmsg("idem.outbox_lease's result does not have the columns this library returns"),
+             errdetail("it has %d columns; the library returns %d", natts, lease_columns),
+             errhint("Reinstall the extension: the library and its SQL script disagree.")));
   Datum params[4] = {TimestampTzGetDatum(GetCurrentStatementStartTimestamp()), PG_GETARG_DATUM(1),
                      PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), PG_GETARG_DATUM(0)};
   char nulls[5] = "    ";
@@ -217,12 +218,13 @@ Datum outbox_published(FunctionCallInfo fcinfo) {
   const char *state = status == nullptr
                           ? "no such event"
                           : psprintf("status %s, fence %s", status, fence == nullptr ? "" : fence);
-  throw_error(
-      sqlstate::stale_fence, "the lease on this outbox event was lost",
-      psprintf("outbox_published(%s, %s): the event is not leased under this fence (%s).",
-               PG_ARGISNULL(0) ? "" : psprintf(INT64_FORMAT, PG_GETARG_INT64(0)),
-               PG_ARGISNULL(1) ? "NULL" : psprintf(INT64_FORMAT, PG_GETARG_INT64(1)), state),
-      "Another relay leased the event after this lease ran out; drop the result, do not retry it.");
+  ereport(ERROR,
+          (errcode_of(sqlstate::stale_fence), errmsg("the lease on this outbox event was lost"),
+           errdetail("outbox_published(%s, %s): the event is not leased under this fence (%s).",
+                     PG_ARGISNULL(0) ? "" : psprintf(INT64_FORMAT, PG_GETARG_INT64(0)),
+                     PG_ARGISNULL(1) ? "NULL" : psprintf(INT64_FORMAT, PG_GETARG_INT64(1)), state),
+           errhint("Another relay leased the event after this lease ran out; drop the result, do "
+                   "not retry it.")));
 }
 
 }  // namespace

@@ -5,12 +5,15 @@
 // function runs its body through run_guarded():
 //   - the body and everything it calls that touches Postgres keep only locals
 //     with trivial destructors, so a Postgres error may longjmp through them;
+//   - code that calls Postgres raises its errors with ereport() where they
+//     happen, so LOCATION names the place;
 //   - C++ code that owns memory (strings, vectors) never calls Postgres, and
-//     reports failure by throwing idem::Error;
+//     reports failure by throwing idem::Error, which carries its throw site;
 //   - run_guarded catches every exception, copies its text into fixed buffers
 //     on its own frame (no Postgres call inside a catch block, where a longjmp
 //     would strand the exception), and only after the catch has ended calls
-//     ereport(); a text too long for its buffer is cut there, at a character
+//     ereport() with the throw site as LOCATION and the Error's format as
+//     errmsg's; a text too long for its buffer is cut there, at a character
 //     boundary (message_text.hpp), and marked "...";
 //   - it checks that the body left PG_exception_stack as it found it: a
 //     PG_TRY left by return, break or a C++ throw leaves it pointing into a
@@ -31,21 +34,31 @@ namespace idem {
 // Each text is copied whole when it fits; a longer one is copied up to its
 // buffer's end less room for "...", and cut to a character boundary when
 // reported (the copy runs inside a catch block, where no Postgres function
-// may be called).
+// may be called). The format and the location's strings are literals,
+// which outlive the exception.
 struct CapturedError {
   char sqlstate[6];
-  char message[1024];
+  const char *format;  // errmsg's format: %s for each argument
+  char arguments[Message::max_arguments][1024];
   char detail[4096];
   char hint[1024];
+  SourceLocation where;
   bool has_detail;
   bool has_hint;
-  bool message_cut;
+  bool arguments_cut[Message::max_arguments];
   bool detail_cut;
   bool hint_cut;
 };
 
-void capture_error(CapturedError *out, const char *sqlstate, const char *message,
-                   const char *detail, const char *hint) noexcept;
+// A message without arguments, raised at `where`.
+void capture_error(CapturedError *out, const char *sqlstate, const char *format,
+                   const char *detail, const char *hint, SourceLocation where) noexcept;
+
+// Sets argument i of the captured message.
+void capture_argument(CapturedError *out, int i, const char *text) noexcept;
+
+// An idem::Error: its SQLSTATE, format and arguments, detail, hint and throw site.
+void capture_error(CapturedError *out, const Error &error) noexcept;
 
 // Raises the captured error with ereport(ERROR); never returns.
 [[noreturn]] void report_captured_error(CapturedError *error);
@@ -75,16 +88,17 @@ Datum run_guarded(Body &&body) {
     Datum result = body();
     if (error_handling_intact(entry, &error)) return result;
   } catch (const Error &e) {
-    capture_error(&error, e.sqlstate(), e.message().c_str(), e.detail().c_str(),
-                  e.hint().c_str());
+    capture_error(&error, e);
   } catch (const std::bad_alloc &) {
-    capture_error(&error, sqlstate::out_of_memory, "out of memory in idem", "", "");
+    capture_error(&error, sqlstate::out_of_memory, "out of memory in idem", "", "",
+                  SourceLocation::here());
   } catch (const std::exception &e) {
-    capture_error(&error, sqlstate::internal, e.what(), "",
-                  "This is a bug in idem; please report it.");
+    capture_error(&error, sqlstate::internal, "%s", "",
+                  "This is a bug in idem; please report it.", SourceLocation::here());
+    capture_argument(&error, 0, e.what());
   } catch (...) {
     capture_error(&error, sqlstate::internal, "unknown C++ exception in idem", "",
-                  "This is a bug in idem; please report it.");
+                  "This is a bug in idem; please report it.", SourceLocation::here());
   }
   // An exception thrown out of a PG_TRY: the jump target is gone. The
   // leftover state is the bug worth reporting, not the exception.
@@ -93,6 +107,18 @@ Datum run_guarded(Body &&body) {
 }
 
 }  // namespace idem
+
+// ereport(ERROR, ...) reported at `where` (a SourceLocation) instead of the
+// line it stands on: for a helper that raises an error on its caller's
+// behalf, with `SourceLocation where = SourceLocation::here()` as its last
+// parameter, so that LOCATION names the caller. Expands as ereport() does
+// (elog.h, PostgreSQL 13 on).
+#define IDEM_EREPORT_AT(where, ...)                                        \
+  do {                                                                     \
+    if (errstart(ERROR, TEXTDOMAIN))                                       \
+      __VA_ARGS__, errfinish((where).file, (where).line, (where).function); \
+    pg_unreachable();                                                      \
+  } while (0)
 
 // Defines the extern "C" SQL-callable function idem_<sql_name> as one guard
 // around body(fcinfo). Use inside an extern "C" block.

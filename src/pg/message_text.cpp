@@ -12,6 +12,15 @@ char *excerpt(const text *value, int max_chars) {
   return excerpt(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value), max_chars);
 }
 
+char *excerpt(const char *value) {
+  return excerpt(value, static_cast<int>(strlen(value)));
+}
+
+const char *quoted(const text *value, int max_chars) {
+  if (value == nullptr) return "NULL";
+  return quote_literal_cstr(excerpt(value, max_chars));
+}
+
 int clip_bytes(const char *s, int bytes, int max_bytes) {
   if (bytes <= max_bytes) return bytes;
   // pg_mbcliplen walks whole characters by their lead bytes and stops before

@@ -71,6 +71,12 @@ extern "C" {
 
 namespace idem {
 
+// errcode() for a SQLSTATE given as text (the names of errors.hpp), inside
+// ereport(): ereport(ERROR, (errcode_of(sqlstate::bad_argument), errmsg(...))).
+inline int errcode_of(const char *sqlstate) {
+  return errcode(MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4]));
+}
+
 // The 0-based index of column `name` in `desc`, or -1: by name, so that a
 // column added or dropped by a later upgrade script cannot shift what idem
 // reads (key_probe.cpp, row_check.cpp).

@@ -7,13 +7,8 @@ namespace idem {
 Settings settings = {300000, 86400, false};
 
 namespace {
-bool check_retention(int *value, void **, GucSource) {
-  if (*value == 0) {
-    GUC_check_errdetail("idem.retention must be positive, or -1 for keys that never expire.");
-    return false;
-  }
-  return true;
-}
+constexpr char retention_detail[] =
+    "idem.retention must be positive, or -1 for keys that never expire.";
 }  // namespace
 
 void define_key_store_settings() {
@@ -25,8 +20,8 @@ void define_key_store_settings() {
   DefineCustomIntVariable(
       "idem.retention", "How long a key is kept after the claim that created it.",
       "Used when claim_idempotency_key is called with retention NULL; -1 keeps keys forever.",
-      &settings.retention_s, 86400, -1, INT_MAX, PGC_USERSET, GUC_UNIT_S, check_retention,
-      nullptr, nullptr);
+      &settings.retention_s, 86400, -1, INT_MAX, PGC_USERSET, GUC_UNIT_S,
+      check_retention<retention_detail>, nullptr, nullptr);
   DefineCustomBoolVariable(
       "idem.bind_lock_to_session", "Whether a claim's lock ends with the claiming session.",
       "When on, a key whose owning session ended is stale at once. Do not use behind a "

@@ -3,7 +3,19 @@
 // messages/message_maintenance.hpp).
 #pragma once
 
+#include "pg/pg.hpp"
+
 namespace idem {
+
+// The check hook of every retention setting in seconds (idem.retention,
+// idem.inbox_retention, idem.outbox_retention): -1 keeps rows forever, and 0,
+// which would expire them at once, is refused with the errdetail `detail`.
+template <const char *detail>
+bool check_retention(int *value, void **, GucSource) {
+  if (*value != 0) return true;
+  GUC_check_errdetail("%s", detail);
+  return false;
+}
 
 struct Settings {
   int lock_timeout_ms;  // idem.lock_timeout

@@ -4,6 +4,7 @@
 #include "pg/spi_session.hpp"
 
 #include "keys/backend_writes.hpp"
+#include "pg/guard.hpp"
 #include "pure/errors.hpp"
 
 extern "C" {
@@ -16,19 +17,21 @@ namespace idem {
 
 namespace {
 
-[[noreturn]] void throw_misuse(const char *what) {
-  throw Error(sqlstate::internal, std::string("idem: SPI session misused: ") + what, "",
-              "This is a bug in idem; please report it.");
+// The caller misused its session: a bug in idem, reported at the caller.
+[[noreturn]] void raise_misuse(const char *what, SourceLocation where = SourceLocation::here()) {
+  IDEM_EREPORT_AT(where, (errcode_of(sqlstate::internal),
+                          errmsg("idem: SPI session misused: %s", what),
+                          errhint("This is a bug in idem; please report it.")));
 }
 
 // The result column `column` of row `row`, after checking that both exist
 // in a result of this still-connected session.
 HeapTuple result_tuple(const SpiSession *session, uint64 row, int column) {
-  if (!session->connected) throw_misuse("a result read after spi_finish");
-  if (SPI_tuptable == nullptr) throw_misuse("a result read from a statement that returns none");
-  if (row >= SPI_processed) throw_misuse("a row read past the end of the result");
+  if (!session->connected) raise_misuse("a result read after spi_finish");
+  if (SPI_tuptable == nullptr) raise_misuse("a result read from a statement that returns none");
+  if (row >= SPI_processed) raise_misuse("a row read past the end of the result");
   if (column < 1 || column > SPI_tuptable->tupdesc->natts)
-    throw_misuse("a column the result does not have");
+    raise_misuse("a column the result does not have");
   return SPI_tuptable->vals[row];
 }
 
@@ -42,46 +45,46 @@ void spi_connect(SpiSession *session) {
   session->caller_context = CurrentMemoryContext;
   session->connected = false;
   int code = SPI_connect();
-  if (code != SPI_OK_CONNECT) throw_spi_failure("SPI_connect", code);
+  if (code != SPI_OK_CONNECT) raise_spi_failure("SPI_connect", code);
   session->connected = true;
 }
 
 uint64 spi_run(SpiSession *session, Statement statement, Datum *values, const char *nulls) {
-  if (!session->connected) throw_misuse("a statement run after spi_finish");
+  if (!session->connected) raise_misuse("a statement run after spi_finish");
   KeptStatement kept = kept_statement(statement);
   backend_writes::note();
   int code = SPI_execute_plan(kept.plan, values, nulls, false, 0);
-  if (code != kept.expected_result) throw_spi_failure("SPI_execute_plan", code);
+  if (code != kept.expected_result) raise_spi_failure("SPI_execute_plan", code);
   return SPI_processed;
 }
 
 uint64 spi_run_latest(SpiSession *session, Statement statement, Datum *values,
                       const char *nulls) {
-  if (!session->connected) throw_misuse("a statement run after spi_finish");
+  if (!session->connected) raise_misuse("a statement run after spi_finish");
   KeptStatement kept = kept_statement(statement);
   // Registered for the statement's length; an error's abort releases it.
   Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
   int code = SPI_execute_snapshot(kept.plan, values, nulls, latest, InvalidSnapshot, true, false, 0);
   UnregisterSnapshot(latest);
-  if (code != kept.expected_result) throw_spi_failure("SPI_execute_snapshot", code);
+  if (code != kept.expected_result) raise_spi_failure("SPI_execute_snapshot", code);
   return SPI_processed;
 }
 
 void spi_finish(SpiSession *session) {
-  if (!session->connected) throw_misuse("spi_finish called twice");
+  if (!session->connected) raise_misuse("spi_finish called twice");
   session->connected = false;
   int code = SPI_finish();
-  if (code != SPI_OK_FINISH) throw_spi_failure("SPI_finish", code);
+  if (code != SPI_OK_FINISH) raise_spi_failure("SPI_finish", code);
 }
 
 void spi_copy_row(const SpiSession *session, uint64 row, int natts, Datum *values, bool *nulls) {
   HeapTuple tuple = result_tuple(session, row, 1);
   TupleDesc desc = SPI_tuptable->tupdesc;
   if (desc->natts != natts) {
-    // Formatted before the throw builds its std::strings: psprintf may longjmp.
-    const char *detail = psprintf("expected %d columns, got %d", natts, desc->natts);
-    throw Error(sqlstate::internal, "idem: a statement returned an unexpected number of columns",
-                detail, "This is a bug in idem; please report it.");
+    ereport(ERROR, (errcode_of(sqlstate::internal),
+                    errmsg("idem: a statement returned an unexpected number of columns"),
+                    errdetail("expected %d columns, got %d", natts, desc->natts),
+                    errhint("This is a bug in idem; please report it.")));
   }
   MemoryContext spi_context = MemoryContextSwitchTo(session->caller_context);
   HeapTuple copy = heap_copytuple(tuple);
@@ -111,14 +114,15 @@ Datum spi_copy_datum(const SpiSession *session, uint64 row, int column, bool *is
 
 int64 spi_int64(const SpiSession *session, uint64 row, int column, bool *isnull) {
   HeapTuple tuple = result_tuple(session, row, column);
-  if (column_attribute(column)->atttypid != INT8OID) throw_misuse("a bigint read from another type");
+  if (column_attribute(column)->atttypid != INT8OID)
+    raise_misuse("a bigint read from another type");
   Datum value = SPI_getbinval(tuple, SPI_tuptable->tupdesc, column, isnull);
   return *isnull ? 0 : DatumGetInt64(value);
 }
 
 ItemPointerData spi_item_pointer(const SpiSession *session, uint64 row, int column) {
   HeapTuple tuple = result_tuple(session, row, column);
-  if (column_attribute(column)->atttypid != TIDOID) throw_misuse("a tid read from another type");
+  if (column_attribute(column)->atttypid != TIDOID) raise_misuse("a tid read from another type");
   bool isnull;
   Datum value = SPI_getbinval(tuple, SPI_tuptable->tupdesc, column, &isnull);
   ItemPointerData tid;

@@ -2,6 +2,7 @@
 #define IDEM_KEPT_STATEMENTS_IMPLEMENTATION 1
 #include "pg/statements.hpp"
 
+#include "pg/guard.hpp"
 #include "pure/errors.hpp"
 
 extern "C" {
@@ -454,9 +455,9 @@ SPIPlanPtr plan_for(Statement statement) {
   if (kept_plans[index] == nullptr) {
     const StatementSpec &spec = specs[index];
     SPIPlanPtr plan = SPI_prepare(spec.sql, spec.nargs, const_cast<Oid *>(spec.argtypes));
-    if (plan == nullptr) throw_spi_failure("SPI_prepare", SPI_result);
+    if (plan == nullptr) raise_spi_failure("SPI_prepare", SPI_result);
     int kept = SPI_keepplan(plan);
-    if (kept != 0) throw_spi_failure("SPI_keepplan", kept);
+    if (kept != 0) raise_spi_failure("SPI_keepplan", kept);
     kept_plans[index] = plan;
   }
   return kept_plans[index];
@@ -464,11 +465,10 @@ SPIPlanPtr plan_for(Statement statement) {
 
 }  // namespace
 
-void throw_spi_failure(const char *what, int code) {
-  const char *code_name = SPI_result_code_string(code);  // a static string
-  throw Error(sqlstate::internal, std::string("idem: ") + what + " failed",
-              std::string("SPI result: ") + code_name,
-              "This is a bug in idem; please report it.");
+void raise_spi_failure(const char *what, int code, SourceLocation where) {
+  IDEM_EREPORT_AT(where, (errcode_of(sqlstate::internal), errmsg("idem: %s failed", what),
+                          errdetail("SPI result: %s", SPI_result_code_string(code)),
+                          errhint("This is a bug in idem; please report it.")));
 }
 
 namespace {

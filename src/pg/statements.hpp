@@ -8,6 +8,7 @@
 #pragma once
 
 #include "pg/pg.hpp"
+#include "pure/errors.hpp"
 
 namespace idem {
 
@@ -108,7 +109,9 @@ IDEM_LONGJMP_SAFE(KeptStatement);
 // connected: spi_session.hpp runs it) and keeps the plan.
 KeptStatement kept_statement(Statement statement);
 
-// Throws the internal error for an SPI call that returned an unexpected code.
-[[noreturn]] void throw_spi_failure(const char *what, int code);
+// Raises the internal error for an SPI call that returned an unexpected
+// code, with the caller as its LOCATION.
+[[noreturn]] void raise_spi_failure(const char *what, int code,
+                                    SourceLocation where = SourceLocation::here());
 
 }  // namespace idem

@@ -141,8 +141,10 @@ bool bind_lock_to_session_for(const text *scope, bool setting_value) {
 // The statement trigger of idem.scope_policy: invalidates every backend's cache.
 Datum scope_policy_changed(FunctionCallInfo fcinfo) {
   if (!CALLED_AS_TRIGGER(fcinfo))
-    throw Error(sqlstate::internal, "idem.scope_policy_changed() must be called as a trigger",
-                "it was called directly", "Only the trigger on idem.scope_policy calls it.");
+    ereport(ERROR, (errcode_of(sqlstate::internal),
+                    errmsg("idem.scope_policy_changed() must be called as a trigger"),
+                    errdetail("it was called directly"),
+                    errhint("Only the trigger on idem.scope_policy calls it.")));
   auto *trigger_data = reinterpret_cast<TriggerData *>(fcinfo->context);
   CacheInvalidateRelcache(trigger_data->tg_relation);
   return PointerGetDatum(nullptr);

@@ -1,8 +1,10 @@
 // The errors idem reports, as C++ values. No Postgres header here: the pure
 // parts (canonical JSON, claim classification) throw these, and the guard in
-// guard.hpp turns them into ereport() once the C++ stack has unwound.
+// guard.hpp turns them into ereport() once the C++ stack has unwound, with
+// the throw's own file, line and function as its LOCATION.
 #pragma once
 
+#include <cstddef>
 #include <exception>
 #include <string>
 #include <utility>
@@ -38,27 +40,105 @@ inline constexpr char message_mismatch[] = "P4050";     // consume_once, another
 inline constexpr char event_mismatch[] = "P4051";       // outbox_put, another payload
 }  // namespace sqlstate
 
-// A user-facing error: SQLSTATE, errmsg, errdetail, errhint.
+// Where an error was raised, for the server's LOCATION line. GCC and clang
+// evaluate __builtin_FILE, __builtin_LINE and __builtin_FUNCTION in a default
+// argument at the call site, so SourceLocation::here() as a default argument
+// names the caller.
+struct SourceLocation {
+  const char *file;
+  int line;
+  const char *function;
+
+  static constexpr SourceLocation here(const char *file = __builtin_FILE(),
+                                       int line = __builtin_LINE(),
+                                       const char *function = __builtin_FUNCTION()) noexcept {
+    return {file, line, function};
+  }
+};
+
+// An errmsg as a format and its arguments, so that the guard hands errmsg a
+// format a translation catalog can key on. The format is a string literal
+// (a char array: a computed char * does not convert, so a caller's text can
+// never become a format) whose only conversions are %s, one per argument,
+// and %%.
+class Message {
+ public:
+  static constexpr int max_arguments = 2;
+
+  template <std::size_t N>
+  Message(const char (&format)[N]) noexcept : format_(format), count_(0) {}  // NOLINT: implicit
+  template <std::size_t N>
+  Message(const char (&format)[N], std::string argument) : format_(format), count_(1) {
+    arguments_[0] = std::move(argument);
+  }
+  template <std::size_t N>
+  Message(const char (&format)[N], std::string first, std::string second)
+      : format_(format), count_(2) {
+    arguments_[0] = std::move(first);
+    arguments_[1] = std::move(second);
+  }
+
+  const char *format() const noexcept { return format_; }
+  int argument_count() const noexcept { return count_; }
+  const std::string &argument(int i) const noexcept { return arguments_[i]; }
+
+  // The format with its arguments in place: the text errmsg will show.
+  std::string text() const {
+    std::string out;
+    int next = 0;
+    for (const char *p = format_; *p != '\0'; ++p) {
+      if (p[0] == '%' && p[1] == '%') {
+        out += '%';
+        ++p;
+      } else if (p[0] == '%' && p[1] == 's' && next < count_) {
+        out += arguments_[next++];
+        ++p;
+      } else {
+        out += *p;
+      }
+    }
+    return out;
+  }
+
+ private:
+  const char *format_;
+  int count_;
+  std::string arguments_[max_arguments];
+};
+
+// An error of the pure C++ code: SQLSTATE, errmsg, errdetail, errhint, and
+// the place that threw it. Code that calls Postgres raises its errors with
+// ereport() where they happen instead.
 class Error : public std::exception {
  public:
-  Error(const char *sqlstate, std::string message, std::string detail = {},
-        std::string hint = {})
-      : message_(std::move(message)), detail_(std::move(detail)), hint_(std::move(hint)) {
+  Error(const char *sqlstate, Message message, std::string detail = {}, std::string hint = {},
+        SourceLocation where = SourceLocation::here())
+      : message_(std::move(message)),
+        text_(message_.text()),
+        detail_(std::move(detail)),
+        hint_(std::move(hint)),
+        where_(where) {
     for (int i = 0; i < 5; ++i) sqlstate_[i] = sqlstate[i];
     sqlstate_[5] = '\0';
   }
 
-  const char *what() const noexcept override { return message_.c_str(); }
+  const char *what() const noexcept override { return text_.c_str(); }
   const char *sqlstate() const noexcept { return sqlstate_; }
-  const std::string &message() const noexcept { return message_; }
+  // The errmsg text, formatted.
+  const std::string &message() const noexcept { return text_; }
+  // The errmsg as format and arguments.
+  const Message &message_format() const noexcept { return message_; }
   const std::string &detail() const noexcept { return detail_; }
   const std::string &hint() const noexcept { return hint_; }
+  const SourceLocation &where() const noexcept { return where_; }
 
  private:
   char sqlstate_[6];
-  std::string message_;
+  Message message_;
+  std::string text_;
   std::string detail_;
   std::string hint_;
+  SourceLocation where_;
 };
 
 }  // namespace idem

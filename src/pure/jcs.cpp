@@ -381,12 +381,13 @@ class Parser {
     return {begin, pool_.size(), Kind::scalar};
   }
 
-  [[noreturn]] void inexact(std::string_view text, const std::string &why) const {
+  [[noreturn]] void inexact(std::string_view text, const std::string &why,
+                            SourceLocation where = SourceLocation::here()) const {
     const std::string shown = abbreviate(text);
     throw Error(sqlstate::inexact_number,
-                "number " + shown + " cannot be represented exactly as an IEEE 754 double",
+                Message("number %s cannot be represented exactly as an IEEE 754 double", shown),
                 "The JSON number " + shown + " cannot be canonicalized without changing its value: " + why + ".",
-                "Send it as a JSON string to keep every digit.");
+                "Send it as a JSON string to keep every digit.", where);
   }
 
   Item literal(std::string_view word) {
@@ -450,11 +451,16 @@ class Parser {
     return "character " + printable(in_[pos_]);
   }
 
-  [[noreturn]] void fail(const std::string &what) const { fail_at(pos_, what); }
-  [[noreturn]] void fail_at(std::size_t at, const std::string &what) const {
-    throw Error(sqlstate::invalid_json, "invalid JSON: " + what,
+  // The caller's place is the error's LOCATION: the parse step that failed.
+  [[noreturn]] void fail(const std::string &what,
+                         SourceLocation where = SourceLocation::here()) const {
+    fail_at(pos_, what, where);
+  }
+  [[noreturn]] void fail_at(std::size_t at, const std::string &what,
+                            SourceLocation where = SourceLocation::here()) const {
+    throw Error(sqlstate::invalid_json, Message("invalid JSON: %s", what),
                 "At byte offset " + std::to_string(at) + " of " + std::to_string(in_.size()) + ".",
-                "The request body must be one JSON text (RFC 8259) in UTF-8.");
+                "The request body must be one JSON text (RFC 8259) in UTF-8.", where);
   }
 
   std::string_view in_;

@@ -125,7 +125,7 @@ void require_invariants(const RequestRow &row) {
   if (!broken) return;
   const InvariantText &text = text_of(*broken);
   throw Error(sqlstate::check_violation,
-              std::string("new row violates idem invariant \"") + text.name + "\"", text.rule,
+              Message("new row violates idem invariant \"%s\"", text.name), text.rule,
               text.hint);
 }
 

@@ -61,11 +61,13 @@ bool wanted() { return settings.bind_lock_to_session; }
 int64 my_token() {
   if (my_slot >= 0) return token;
   if (shared == nullptr)
-    throw Error(sqlstate::not_preloaded,
-                "idem.bind_lock_to_session needs idem in shared_preload_libraries",
-                "Without the preload there is no registry of live sessions to bind a key to.",
-                "Add idem to shared_preload_libraries and restart, or turn "
-                "idem.bind_lock_to_session off.");
+    ereport(ERROR,
+            (errcode_of(sqlstate::not_preloaded),
+             errmsg("idem.bind_lock_to_session needs idem in shared_preload_libraries"),
+             errdetail("Without the preload there is no registry of live sessions to bind a key "
+                       "to."),
+             errhint("Add idem to shared_preload_libraries and restart, or turn "
+                     "idem.bind_lock_to_session off.")));
   uint64 candidate = pg_atomic_fetch_add_u64(&shared->next_token, 1);
   for (int i = 0; i < shared->size; ++i) {
     uint64 expected = 0;
@@ -78,8 +80,8 @@ int64 my_token() {
   }
   // One slot per backend: only a server with more sessions than MaxBackends
   // at start (impossible) could get here.
-  throw Error(sqlstate::internal, "no free slot in idem's session registry", {},
-              "This is a bug in idem; please report it.");
+  ereport(ERROR, (errcode_of(sqlstate::internal), errmsg("no free slot in idem's session registry"),
+                  errhint("This is a bug in idem; please report it.")));
 }
 
 void note_bound_stripe(uint32 stripe) { bound_stripes[stripe / 64] |= uint64{1} << (stripe % 64); }

@@ -145,19 +145,21 @@ namespace {
 // idem was not preloaded.
 Datum worker_status(FunctionCallInfo fcinfo) {
   if (!worker_status_attached())
-    throw Error(sqlstate::not_preloaded, "idem's background worker is not running",
-                "idem is not in shared_preload_libraries, so no worker maintains the key store "
-                "and there is no status to show.",
-                "Add idem to shared_preload_libraries and restart the server, or schedule "
-                "SELECT idem.sweep_stale(); SELECT idem.purge_expired(); yourself (pg_cron).");
+    ereport(ERROR, (errcode_of(sqlstate::not_preloaded),
+                    errmsg("idem's background worker is not running"),
+                    errdetail("idem is not in shared_preload_libraries, so no worker maintains "
+                              "the key store and there is no status to show."),
+                    errhint("Add idem to shared_preload_libraries and restart the server, or "
+                            "schedule SELECT idem.sweep_stale(); SELECT idem.purge_expired(); "
+                            "yourself (pg_cron).")));
   InitMaterializedSRF(fcinfo, 0);
   ReturnSetInfo *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
   if (result->setDesc->natts != worker_status_columns) {
-    // Formatted before the throw builds its std::strings: psprintf may longjmp.
-    const char *detail = psprintf("it returns %d columns; the library fills %d",
-                                  result->setDesc->natts, worker_status_columns);
-    throw Error(sqlstate::internal, "idem.worker_status() is declared with the wrong columns",
-                detail, "Reinstall the extension: the library and its SQL script disagree.");
+    ereport(ERROR, (errcode_of(sqlstate::internal),
+                    errmsg("idem.worker_status() is declared with the wrong columns"),
+                    errdetail("it returns %d columns; the library fills %d",
+                              result->setDesc->natts, worker_status_columns),
+                    errhint("Reinstall the extension: the library and its SQL script disagree.")));
   }
   for (int i = 0; i < worker_database_count(); ++i) {
     WorkerReport report;
