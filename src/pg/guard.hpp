@@ -127,3 +127,15 @@ Datum run_guarded(Body &&body) {
   Datum idem_##sql_name(PG_FUNCTION_ARGS) {                                       \
     return idem::run_guarded([fcinfo]() -> Datum { return body(fcinfo); });      \
   }
+
+// Defines the extern "C" background-worker main idem_<name> (a
+// bgw_function_name) as one guard around body(argument). Use inside an
+// extern "C" block.
+#define IDEM_BGWORKER_MAIN(name, body)                                            \
+  PGDLLEXPORT void idem_##name(Datum argument);                                   \
+  void idem_##name(Datum argument) {                                              \
+    idem::run_guarded([argument]() -> Datum {                                     \
+      body(argument);                                                             \
+      return 0;                                                                   \
+    });                                                                           \
+  }

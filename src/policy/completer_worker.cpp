@@ -189,13 +189,6 @@ extern "C" {
 
 // A completer's process (bgw_function_name, started by the worker; the
 // argument is the run's dsm_handle). It returns after its one run.
-PGDLLEXPORT void idem_completer_main(Datum argument);
-
-void idem_completer_main(Datum argument) {
-  idem::run_guarded([argument]() -> Datum {
-    idem::completer_main(argument);
-    return 0;
-  });
-}
+IDEM_BGWORKER_MAIN(completer_main, idem::completer_main)
 
 }  // extern "C"

@@ -234,13 +234,6 @@ extern "C" {
 
 // The launcher's process (bgw_function_name, registered by _PG_init). It
 // never returns normally: SIGTERM and postmaster death end it inside the body.
-PGDLLEXPORT void idem_launcher_main(Datum argument);
-
-void idem_launcher_main(Datum argument) {
-  idem::run_guarded([argument]() -> Datum {
-    idem::launcher_main(argument);
-    return 0;
-  });
-}
+IDEM_BGWORKER_MAIN(launcher_main, idem::launcher_main)
 
 }  // extern "C"

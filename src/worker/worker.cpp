@@ -385,13 +385,6 @@ extern "C" {
 // One database's worker process (bgw_function_name, started by the launcher;
 // the argument is the database's index in idem.database). It never returns
 // normally: SIGTERM and postmaster death end it inside the body.
-PGDLLEXPORT void idem_worker_main(Datum argument);
-
-void idem_worker_main(Datum argument) {
-  idem::run_guarded([argument]() -> Datum {
-    idem::worker_main(argument);
-    return 0;
-  });
-}
+IDEM_BGWORKER_MAIN(worker_main, idem::worker_main)
 
 }  // extern "C"
