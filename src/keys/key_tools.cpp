@@ -54,9 +54,9 @@ RowSummary summarize_row(const SpiSession *session, int status_column, int fence
 // force was not given. Logs the refusal, then raises it.
 [[noreturn]] void refuse(SpiSession *session, const char *tool, const KeyName &name,
                          Datum *params) {
-  uint64 rows = spi_run(session, Statement::owner_fence, params, nullptr);
+  uint64 rows = spi_run(session, Statement::key_fence_and_status, params, nullptr);
   RowSummary observed = {nullptr, nullptr};
-  if (rows != 0) observed = summarize_row(session, 2, 1);
+  if (rows != 0) observed = summarize_row(session, key_status_column, key_fence_column);
   spi_finish(session);
   if (rows == 0) {
     log_tool_use(tool, name, "refused: no such key");

@@ -132,10 +132,11 @@ bool outcome_recorded(MemoryContext round_context, const Candidate &candidate, i
     SpiSession session;
     spi_connect(&session);
     bool done = false;
-    if (spi_run(&session, Statement::completer_outcome, params, nullptr) == 1) {
-      char *status = spi_copy_text(&session, 0, 1);
+    if (spi_run(&session, Statement::key_fence_and_status, params, nullptr) == 1) {
+      char *status = spi_copy_text(&session, 0, key_status_column);
       bool isnull;
-      done = spi_int64(&session, 0, 2, &isnull) == fence && strcmp(status, "processing") != 0;
+      done = spi_int64(&session, 0, key_fence_column, &isnull) == fence &&
+             strcmp(status, "processing") != 0;
     }
     spi_finish(&session);
     return BoolGetDatum(done);
