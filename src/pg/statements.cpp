@@ -7,10 +7,6 @@
 
 #include "pure/errors.hpp"
 
-extern "C" {
-#include "catalog/namespace.h"
-}
-
 namespace idem {
 
 namespace {
@@ -112,42 +108,6 @@ void throw_spi_failure(const char *what, int code) {
   throw Error(sqlstate::internal, std::string("idem: ") + what + " failed",
               std::string("SPI result: ") + code_name,
               "This is a bug in idem; please report it.");
-}
-
-namespace {
-
-// key_table_has_binding's answer, kept per backend: every claim asks, and the
-// names cost three catalog lookups. Forgotten when the table's relcache entry
-// is invalidated (ALTER TABLE, DROP, DROP EXTENSION) or any schema changes.
-struct KnownKeyTable {
-  bool known;
-  Oid table;
-  bool has_binding;
-};
-KnownKeyTable known_key_table = {false, InvalidOid, false};
-bool key_table_callbacks_registered = false;
-
-void forget_key_table(Datum, Oid relation) {
-  if (!OidIsValid(relation) || relation == known_key_table.table) known_key_table.known = false;
-}
-
-void forget_key_table_schema(Datum, int, uint32) { known_key_table.known = false; }
-
-}  // namespace
-
-bool key_table_has_binding() {
-  if (known_key_table.known) return known_key_table.has_binding;
-  Oid schema = get_namespace_oid("idem", true);
-  Oid table = OidIsValid(schema) ? get_relname_relid("idempotency_request", schema) : InvalidOid;
-  if (!OidIsValid(table)) return false;  // not kept: the extension is not (yet) there
-  bool has_binding = get_attnum(table, "bound_session") != InvalidAttrNumber;
-  if (!key_table_callbacks_registered) {
-    CacheRegisterRelcacheCallback(forget_key_table, 0);
-    CacheRegisterSyscacheCallback(NAMESPACEOID, forget_key_table_schema, 0);
-    key_table_callbacks_registered = true;
-  }
-  known_key_table = {true, table, has_binding};
-  return has_binding;
 }
 
 Statement for_key_table(Statement statement, bool has_binding) {

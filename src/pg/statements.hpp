@@ -13,9 +13,8 @@
 
 namespace idem {
 
-// Whether idem.idempotency_request has 1.1's bound_session column (three
-// catalog cache lookups), and the variant of a statement for that table.
-bool key_table_has_binding();
+// The variant of a statement for a key table with or without 1.1's
+// bound_session column (catalog_cache::key_table_has_binding).
 Statement for_key_table(Statement statement, bool has_binding);
 
 // A statement's kept plan and the SPI_OK_* code its execution must return.

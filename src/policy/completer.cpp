@@ -9,6 +9,7 @@
 #include "policy/completer.hpp"
 
 #include "policy/completer_run.hpp"
+#include "pg/catalog_cache.hpp"
 #include "pg/guard.hpp"
 #include "policy/scope_policy.hpp"
 #include "pg/settings.hpp"
@@ -75,7 +76,9 @@ void end_transaction() {
 }
 
 bool policy_table_present() {
-  return OidIsValid(get_extension_oid("idem", true)) && OidIsValid(scope_policy_table());
+  // scope_policy is missing from a 1.0 schema.
+  return OidIsValid(get_extension_oid("idem", true)) &&
+         OidIsValid(catalog_cache::relation_oid(catalog_cache::IdemRelation::scope_policy));
 }
 
 // Ends keys past their scope's max_attempts; returns how many, or -1 when
