@@ -27,9 +27,9 @@
 // GREATEST and LEAST compare with the type's default btree operator class,
 // not an operator found by name). ANY/ALL take the operator written before
 // them, which the operator rule checks. A word after AS is a name being
-// defined (an alias or a CTE), never a call. Not understood, and not used by
-// any kept statement (the rule would need more than this checker to accept
-// them): comments, dollar quoting, SELECT *.
+// defined (an alias or a CTE), never a call. Not understood, and used by no
+// kept statement: comments (-- and /* read as operators, so are flagged),
+// dollar quoting, and SELECT * or count(*) (the * is flagged).
 #pragma once
 
 #include <cctype>
@@ -107,9 +107,9 @@ inline std::vector<Token> tokenize(const std::string &sql) {
 // Syntax words after which "(" is no function call (see the head comment).
 inline bool is_syntax_word(const std::string &word) {
   static const std::set<std::string> words = {
-      "and",   "or",        "not",    "any",  "all",  "some", "array",     "exists",
-      "values", "as",       "on",     "conflict", "where", "select", "when", "then",
-      "else",  "returning", "by",     "using", "coalesce", "greatest", "least"};
+      "and",  "or",   "not",  "any",    "all",       "some", "array",  "exists",
+      "values", "as", "on",   "conflict", "where",   "select", "when", "then",
+      "else", "returning", "by", "using", "coalesce", "greatest", "least"};
   return words.count(word) != 0;
 }
 
@@ -120,10 +120,11 @@ inline bool is_by_name_construct(const std::string &word) {
   return words.count(word) != 0;
 }
 
+// Type names the grammar maps to pg_catalog's types by itself.
 inline bool is_keyword_type(const std::string &word) {
   static const std::set<std::string> words = {
-      "int",     "integer", "bigint",    "smallint", "boolean", "real",     "float",
-      "double",  "numeric", "decimal",   "char",     "character", "varchar", "bit",
+      "int",     "integer", "bigint", "smallint",  "boolean", "real",     "float",
+      "double",  "numeric", "decimal", "char",     "character", "varchar", "bit",
       "interval", "time",   "timestamp"};
   return words.count(word) != 0;
 }
