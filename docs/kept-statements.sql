@@ -227,24 +227,32 @@ RETURNING r, r.status::pg_catalog.text, r.fence;
 
 -- force_expire_key
 UPDATE idem.idempotency_request AS r
-SET status = CASE WHEN r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
-                  THEN 'failed_final'::idem.idempotency_status
-                  ELSE r.status END,
-    failure_code = CASE WHEN r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
-                        THEN 'expired'::pg_catalog.text
-                        ELSE r.failure_code END,
-    failure_message = CASE WHEN r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
-                           THEN 'expired by idem.force_expire before its owner recorded an outcome'::pg_catalog.text
-                           ELSE r.failure_message END,
-    locked_until = CASE WHEN r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
-                        THEN NULL
-                        ELSE r.locked_until END,
-    finished_at = CASE WHEN r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
-                       THEN $4
-                       ELSE r.finished_at END,
+SET status =
+      CASE WHEN r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+           THEN 'failed_final'::idem.idempotency_status
+           ELSE r.status END,
+    failure_code =
+      CASE WHEN r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+           THEN 'expired'::pg_catalog.text
+           ELSE r.failure_code END,
+    failure_message =
+      CASE WHEN r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+           THEN
+           'expired by idem.force_expire before its owner recorded an outcome'::pg_catalog.text
+           ELSE r.failure_message END,
+    locked_until =
+      CASE WHEN r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+           THEN NULL
+           ELSE r.locked_until END,
+    finished_at =
+      CASE WHEN r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+           THEN $4
+           ELSE r.finished_at END,
     updated_at = $4,
-    expires_at = LEAST(r.expires_at,
-                       GREATEST($4, r.created_at OPERATOR(pg_catalog.+) '1 microsecond'::pg_catalog.interval))
+    expires_at =
+      LEAST(r.expires_at,
+            GREATEST($4,
+                     r.created_at OPERATOR(pg_catalog.+) '1 microsecond'::pg_catalog.interval))
 WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.key OPERATOR(pg_catalog.=) $2
   AND (r.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status OR $3)

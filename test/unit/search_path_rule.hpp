@@ -48,7 +48,9 @@ struct Token {
 
 inline std::vector<Token> tokenize(const std::string &sql) {
   std::vector<Token> tokens;
-  const auto op_char = [](char c) { return std::string("+-*/<>=~!@#%^&|`?").find(c) != std::string::npos; };
+  const auto op_char = [](char c) {
+    return std::string("+-*/<>=~!@#%^&|`?").find(c) != std::string::npos;
+  };
   size_t i = 0;
   const size_t n = sql.size();
   while (i < n) {
@@ -82,7 +84,8 @@ inline std::vector<Token> tokenize(const std::string &sql) {
       tokens.push_back({Kind::parameter, sql.substr(start, i - start)});
     } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       std::string word;
-      while (i < n && (std::isalnum(static_cast<unsigned char>(sql[i])) || sql[i] == '_' || sql[i] == '$'))
+      while (i < n &&
+             (std::isalnum(static_cast<unsigned char>(sql[i])) || sql[i] == '_' || sql[i] == '$'))
         word += static_cast<char>(std::tolower(static_cast<unsigned char>(sql[i++])));
       tokens.push_back({Kind::word, word});
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
