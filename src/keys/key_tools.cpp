@@ -11,7 +11,8 @@ namespace idem {
 
 namespace {
 
-// Columns of the tools' result rows (statements.cpp).
+// Columns of the tools' result rows (lookup_key, evict_key and force_expire_key,
+// src/keys/key_statements.cpp).
 enum ToolColumn { tool_row = 1, tool_status, tool_fence };
 
 const char *role_name(Oid role) {
