@@ -71,6 +71,20 @@ prove_installcheck:
 	  PGPORT='6$(DEF_PGPORT)' PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
 	  $(PROVE) $(PG_PROVE_FLAGS) -I test/t $(PROVE_FLAGS) $(PROVE_TESTS)
 
+# `make kept-statements`: docs/kept-statements.sql, every kept statement's
+# text as the server runs it, printed from the pure sources that hold the
+# texts (test/unit/statements_test.cpp fails when the file is out of date).
+STATEMENT_TEXT_SOURCES = src/pure/statement_text.cpp src/keys/claim_statements.cpp \
+	src/keys/key_statements.cpp src/policy/policy_statements.cpp \
+	src/messages/message_statements.cpp
+.PHONY: kept-statements
+kept-statements:
+	$(MKDIR_P) build
+	$(CXX) -std=c++17 -Wall -Wextra -Werror -I$(srcdir)/src -o build/print_kept_statements \
+	  test/unit/print_kept_statements.cpp $(STATEMENT_TEXT_SOURCES)
+	build/print_kept_statements >docs/kept-statements.sql.tmp
+	mv docs/kept-statements.sql.tmp docs/kept-statements.sql
+
 # The PGXN release zip, NAME-VERSION.zip from META.json (scripts/make_dist.sh).
 .PHONY: dist
 dist:

@@ -10,6 +10,7 @@
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
 #include "keys/key_probe.hpp"
+#include "pg/catalog_cache.hpp"
 #include "policy/scope_policy.hpp"
 #include "waits/session_binding.hpp"
 #include "pg/spi_session.hpp"
@@ -33,15 +34,17 @@ constexpr int claim_row_columns = col_bound_session;
 constexpr int claim_result_columns = 1 + col_expires_at - col_fence + 1;
 
 // The OIDs of idem.claim_kind's labels, looked up once per backend (and again
-// if the type is ever re-created).
+// if the type is ever re-created, or pg_enum changed).
 struct ClaimKindOids {
   Oid enum_type;
+  uint64 enum_changes;  // catalog_cache::enum_changes() when looked up
   Oid labels[6];
 };
-ClaimKindOids kind_oids = {InvalidOid, {}};
+ClaimKindOids kind_oids = {InvalidOid, 0, {}};
 
 Oid claim_kind_oid(Oid enum_type, ClaimKind kind) {
-  if (kind_oids.enum_type != enum_type) {
+  if (kind_oids.enum_type != enum_type || kind_oids.enum_changes != catalog_cache::enum_changes()) {
+    kind_oids.enum_changes = catalog_cache::enum_changes();
     for (int i = 0; i < 6; ++i) {
       Datum label = CStringGetDatum(claim_kind_name(static_cast<ClaimKind>(i)));
       kind_oids.labels[i] =
@@ -99,8 +102,9 @@ Status status_of_text(const SeenRow &row) {
 
 // The status labels' OIDs as the probe reads them, each learnt at its first
 // sight from enum_out and kept per backend, so a replay looks up no label.
-// Forgotten when pg_enum changes: a re-created type has new OIDs, and an OID
-// is never matched against labels of a type that is gone.
+// Forgotten when pg_enum changes (catalog_cache::enum_changes): a re-created
+// type has new OIDs, and an OID is never matched against labels of a type
+// that is gone.
 struct KnownStatus {
   Oid label;
   Status status;
@@ -108,20 +112,19 @@ struct KnownStatus {
 constexpr int max_known_statuses = 8;
 KnownStatus known_statuses[max_known_statuses];
 int known_status_count = 0;
-bool status_callback_registered = false;
-
-void forget_known_statuses(Datum, int, uint32) { known_status_count = 0; }
+uint64 known_statuses_at = 0;  // the enum_changes() they were learnt under
 
 Status status_of_label(Oid label) {
+  if (known_statuses_at != catalog_cache::enum_changes()) {
+    known_status_count = 0;
+    known_statuses_at = catalog_cache::enum_changes();
+  }
   for (int i = 0; i < known_status_count; ++i)
     if (known_statuses[i].label == label) return known_statuses[i].status;
   const char *name = DatumGetCString(DirectFunctionCall1(enum_out, ObjectIdGetDatum(label)));
   Status status;
   if (!parse_status(name, &status)) raise_unclassifiable_status(name);
-  if (!status_callback_registered) {
-    CacheRegisterSyscacheCallback(ENUMOID, forget_known_statuses, 0);
-    status_callback_registered = true;
-  }
+  // enum_out may have processed an invalidation: then the next call starts again.
   if (known_status_count < max_known_statuses) known_statuses[known_status_count++] = {label, status};
   return status;
 }
@@ -132,7 +135,7 @@ void read_first_row(const SpiSession *session, SeenRow *row) {
 }
 
 // The columns the probe reads, and where each goes in a SeenRow: the row as
-// the claim statements return it (CLAIM_ROW_COLUMNS, src/pg/statements.cpp).
+// the claim statements return it (ClaimColumn, src/pure/statement_text.hpp).
 // bound_session is last, as a 1.0 key table does not have it.
 const char *const probed_columns[] = {
     "fence",         "attempt_count",   "recovery_point", "response_code",
@@ -163,8 +166,8 @@ bool probe_claim_row(const ClaimRequest *request, MemoryContext into, SeenRow *r
   Datum values[probed_count];
   bool nulls[probed_count];
   bool found = probe_by_key(
-      "idempotency_request", "idempotency_request_pkey", DatumGetTextPP(params[claim_scope]),
-      DatumGetTextPP(params[claim_key]),
+      catalog_cache::IdemRelation::key_table, catalog_cache::IdemRelation::key_table_pkey,
+      DatumGetTextPP(params[claim_scope]), DatumGetTextPP(params[claim_key]),
       request->key_table_has_binding ? probed_count : probed_count - 1, probed_columns, into,
       values, nulls);
   if (!found) return false;
@@ -327,7 +330,7 @@ void prepare_claim(FunctionCallInfo fcinfo, int first_option_arg, ClaimRequest *
   params[claim_retention] = IntervalPGetDatum(&request->policy.retention);
   nulls[claim_retention] = request->policy.expires ? ' ' : 'n';
   request->stripe = wait_slots::stripe_of(scope, key);
-  request->key_table_has_binding = key_table_has_binding();
+  request->key_table_has_binding = catalog_cache::key_table_has_binding();
   bool bind = bind_lock_to_session_for(scope, session_binding::wanted());
   if (bind && !request->key_table_has_binding)
     ereport(ERROR, (errcode_of(sqlstate::not_preloaded),

@@ -5,6 +5,8 @@
 
 namespace idem {
 
+using catalog_cache::IdemRelation;
+
 namespace {
 
 constexpr int key_columns = 2;
@@ -19,15 +21,16 @@ int errdetail_not_ours() {
 
 // What a probe resolves by name, kept per backend: a probe is made for every
 // claim and consume_once, and the names cost syscache lookups and a scan of
-// the columns each time. An entry is dropped when the relcache is told its
-// table changed (ALTER TABLE, DROP, a dropped or re-created index, DROP
-// EXTENSION), or when every entry is (a lost invalidation), and resolved
-// again at the next probe. A few entries suffice: one per probing call site.
+// the columns each time. An entry holds while the catalog cache counts no
+// invalidation of its table (ALTER TABLE, DROP, a dropped or re-created
+// index, DROP EXTENSION, a lost invalidation), and is resolved again at the
+// next probe otherwise. A few entries suffice: one per probing call site.
 constexpr int max_probed_columns = 16;
 struct ResolvedProbe {
-  const char *table;            // the caller's string constants, by address
-  const char *const *columns;
+  IdemRelation table;
+  const char *const *columns;  // the caller's constant, by address
   int column_count;
+  uint64 table_changes;  // catalog_cache::relation_changes(table) when resolved
   Oid table_oid;
   Oid index_oid;
   AttrNumber attnums[max_probed_columns];
@@ -36,23 +39,16 @@ struct ResolvedProbe {
 constexpr int max_resolved = 4;
 ResolvedProbe resolved[max_resolved];
 int resolved_count = 0;
-bool callback_registered = false;
-
-void forget_resolved(Datum, Oid relation) {
-  int kept = 0;
-  for (int i = 0; i < resolved_count; ++i)
-    if (OidIsValid(relation) && resolved[i].table_oid != relation) resolved[kept++] = resolved[i];
-  resolved_count = kept;
-}
 
 // The relation idem.`name`, or an internal error naming it: the extension's
 // own objects are missing only when its scripts and this library disagree.
-Oid idem_relation(const char *name) {
-  Oid relation = get_relname_relid(name, get_namespace_oid("idem", false));
-  if (!OidIsValid(relation))
-    ereport(ERROR, (errcode_of(sqlstate::internal), errmsg("idem.%s does not exist", name),
-                    errdetail_not_ours()));
-  return relation;
+Oid idem_relation(IdemRelation relation) {
+  Oid oid = catalog_cache::relation_oid(relation);
+  if (OidIsValid(oid)) return oid;
+  get_namespace_oid("idem", false);  // without the schema, its own error
+  ereport(ERROR, (errcode_of(sqlstate::internal),
+                  errmsg("idem.%s does not exist", catalog_cache::relation_name(relation)),
+                  errdetail_not_ours()));
 }
 
 // The attribute number of column `name` of `relation`.
@@ -64,22 +60,25 @@ AttrNumber column_number(Relation relation, const char *name) {
                   errdetail_not_ours()));
 }
 
-// Whether `entry` was resolved for this call site (its string constants).
-bool for_call_site(const ResolvedProbe &entry, const char *table, const char *const columns[],
+// Whether `entry` was resolved for this call site (its table and columns).
+bool for_call_site(const ResolvedProbe &entry, IdemRelation table, const char *const columns[],
                    int column_count) {
   return entry.table == table && entry.columns == columns && entry.column_count == column_count;
 }
 
-const ResolvedProbe *find_resolved(const char *table, const char *const columns[],
+// The call site's entry, unless an invalidation of its table came since.
+const ResolvedProbe *find_resolved(IdemRelation table, const char *const columns[],
                                    int column_count) {
   for (int i = 0; i < resolved_count; ++i)
-    if (for_call_site(resolved[i], table, columns, column_count)) return &resolved[i];
+    if (for_call_site(resolved[i], table, columns, column_count))
+      return resolved[i].table_changes == catalog_cache::relation_changes(table) ? &resolved[i]
+                                                                                : nullptr;
   return nullptr;
 }
 
 // Resolves the names with the relations open (and locked), and keeps the
 // answer unless the cache is full.
-ResolvedProbe resolve(const char *table, const char *key_index, const char *const columns[],
+ResolvedProbe resolve(IdemRelation table, IdemRelation key_index, const char *const columns[],
                       int column_count, Relation heap, Relation index) {
   if (column_count > max_probed_columns)
     ereport(ERROR, (errcode_of(sqlstate::internal),
@@ -87,18 +86,21 @@ ResolvedProbe resolve(const char *table, const char *key_index, const char *cons
   if (index->rd_index->indrelid != RelationGetRelid(heap) ||
       IndexRelationGetNumberOfKeyAttributes(index) != key_columns)
     ereport(ERROR, (errcode_of(sqlstate::internal),
-                    errmsg("idem.%s is not a two-column key of idem.%s", key_index, table),
+                    errmsg("idem.%s is not a two-column key of idem.%s",
+                           catalog_cache::relation_name(key_index),
+                           catalog_cache::relation_name(table)),
                     errdetail_not_ours()));
-  ResolvedProbe probe = {table, columns, column_count, RelationGetRelid(heap),
-                         RelationGetRelid(index), {}, 0};
-  probe.last_attnum = 0;
+  ResolvedProbe probe = {table,
+                         columns,
+                         column_count,
+                         catalog_cache::relation_changes(table),
+                         RelationGetRelid(heap),
+                         RelationGetRelid(index),
+                         {},
+                         0};
   for (int i = 0; i < column_count; ++i) {
     probe.attnums[i] = column_number(heap, columns[i]);
     probe.last_attnum = Max(probe.last_attnum, probe.attnums[i]);
-  }
-  if (!callback_registered) {
-    CacheRegisterRelcacheCallback(forget_resolved, 0);
-    callback_registered = true;
   }
   // Replaces a stale entry for the same call site, else takes a free one.
   int slot = 0;
@@ -113,7 +115,7 @@ ResolvedProbe resolve(const char *table, const char *key_index, const char *cons
 
 }  // namespace
 
-bool probe_by_key(const char *table, const char *key_index, const text *first,
+bool probe_by_key(IdemRelation table, IdemRelation key_index, const text *first,
                   const text *second, int column_count, const char *const columns[],
                   MemoryContext into, Datum values[], bool nulls[]) {
   // A cached resolution holds until an invalidation drops it; locking the

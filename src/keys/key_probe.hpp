@@ -13,18 +13,20 @@
 // themselves).
 #pragma once
 
+#include "pg/catalog_cache.hpp"
 #include "pg/pg.hpp"
 
 namespace idem {
 
-// The row of idem.`table` whose two-column text primary key `key_index` is
+// The row of `table` whose two-column text primary key `key_index` is
 // (first, second). Returns false when there is none; else fills values[i]
 // and nulls[i] for each of the `column_count` columns named in `columns`,
 // copied into `into` (the caller's context: a caller connected to SPI passes
 // its session's caller_context, which outlives spi_finish).
-bool probe_by_key(const char *table, const char *key_index, const text *first,
-                  const text *second, int column_count, const char *const columns[],
-                  MemoryContext into, Datum values[], bool nulls[]);
+bool probe_by_key(catalog_cache::IdemRelation table, catalog_cache::IdemRelation key_index,
+                  const text *first, const text *second, int column_count,
+                  const char *const columns[], MemoryContext into, Datum values[],
+                  bool nulls[]);
 
 // Whether two texts are the same bytes: how a probed key or hash column is
 // compared with the caller's (the key columns use the database's default

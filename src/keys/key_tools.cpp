@@ -11,7 +11,8 @@ namespace idem {
 
 namespace {
 
-// Columns of the tools' result rows (statements.cpp).
+// Columns of the tools' result rows (lookup_key, evict_key and force_expire_key,
+// src/keys/key_statements.cpp).
 enum ToolColumn { tool_row = 1, tool_status, tool_fence };
 
 const char *role_name(Oid role) {
@@ -54,9 +55,9 @@ RowSummary summarize_row(const SpiSession *session, int status_column, int fence
 // force was not given. Logs the refusal, then raises it.
 [[noreturn]] void refuse(SpiSession *session, const char *tool, const KeyName &name,
                          Datum *params) {
-  uint64 rows = spi_run(session, Statement::owner_fence, params, nullptr);
+  uint64 rows = spi_run(session, Statement::key_fence_and_status, params, nullptr);
   RowSummary observed = {nullptr, nullptr};
-  if (rows != 0) observed = summarize_row(session, 2, 1);
+  if (rows != 0) observed = summarize_row(session, key_status_column, key_fence_column);
   spi_finish(session);
   if (rows == 0) {
     log_tool_use(tool, name, "refused: no such key");

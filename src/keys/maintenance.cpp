@@ -9,6 +9,7 @@
 #include "messages/message_maintenance.hpp"
 #include "waits/session_binding.hpp"
 #include "keys/stats.hpp"
+#include "pg/catalog_cache.hpp"
 
 extern "C" {
 #include "access/tableam.h"
@@ -140,7 +141,7 @@ uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 lim
                                                          : Datum(0)};
   if (statement == Statement::purge_expired) return purge_batch(session, params);
   if (is_message_purge(statement)) return run_message_purge_batch(session, statement, params);
-  bool has_binding = key_table_has_binding();
+  bool has_binding = catalog_cache::key_table_has_binding();
   if (statement == Statement::sweep_stale && has_binding) return sweep_bound_batch(session, params);
   return spi_run(session, for_key_table(statement, has_binding), params, nullptr);
 }

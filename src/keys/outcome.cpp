@@ -33,9 +33,6 @@ struct OwnerWrite {
 };
 IDEM_LONGJMP_SAFE(OwnerWrite);
 
-// Columns of Statement::owner_fence.
-enum OwnerFenceColumn { owner_fence_fence = 1, owner_fence_status };
-
 void begin_owner_write(FunctionCallInfo fcinfo, OwnerWrite *write) {
   text *scope;
   text *key;
@@ -58,14 +55,14 @@ void pass_argument(FunctionCallInfo fcinfo, int argno, OwnerWrite *write, int sl
 // to tell the caller why.
 [[noreturn]] void explain_refusal(SpiSession *session, const OwnerWrite &write,
                                   const char *not_owned_sqlstate, const char *operation) {
-  uint64 rows = spi_run(session, Statement::owner_fence, const_cast<Datum *>(write.params),
+  uint64 rows = spi_run(session, Statement::key_fence_and_status, const_cast<Datum *>(write.params),
                         write.nulls);
   bool isnull = true;
   int64 current_fence = 0;
   const char *status = nullptr;
   if (rows != 0) {
-    current_fence = spi_int64(session, 0, owner_fence_fence, &isnull);
-    status = spi_copy_text(session, 0, owner_fence_status);  // survives spi_finish
+    current_fence = spi_int64(session, 0, key_fence_column, &isnull);
+    status = spi_copy_text(session, 0, key_status_column);  // survives spi_finish
   }
   spi_finish(session);
   if (rows == 0)

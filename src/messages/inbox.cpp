@@ -114,8 +114,10 @@ Datum consume_once(FunctionCallInfo fcinfo) {
   for (int step = 0; step < max_consume_steps; ++step) {
     Datum stored[2];
     bool stored_null[2];
-    bool found = probe_by_key("consumed_message", "consumed_message_pkey", consumer, message_id,
-                              2, probed_columns, session.caller_context, stored, stored_null);
+    bool found = probe_by_key(catalog_cache::IdemRelation::consumed_message,
+                              catalog_cache::IdemRelation::consumed_message_pkey, consumer,
+                              message_id, 2, probed_columns, session.caller_context, stored,
+                              stored_null);
     if (found && !stored_null[1] && DatumGetTimestampTz(stored[1]) > now) {
       if (session.connected) spi_finish(&session);
       if (stored_null[0] || !same_text(DatumGetTextPP(stored[0]), message_hash))

@@ -9,6 +9,7 @@
 // recorded. No code of the completer's ever runs in the worker's session.
 #include "policy/completer.hpp"
 
+#include "pg/catalog_cache.hpp"
 #include "policy/completer_launch.hpp"
 #include "pg/guard.hpp"
 #include "policy/scope_policy.hpp"
@@ -42,7 +43,9 @@ namespace {
 constexpr int candidate_columns = 4;
 
 bool policy_table_present() {
-  return OidIsValid(get_extension_oid("idem", true)) && OidIsValid(scope_policy_table());
+  // scope_policy is missing from a 1.0 schema.
+  return OidIsValid(get_extension_oid("idem", true)) &&
+         OidIsValid(catalog_cache::relation_oid(catalog_cache::IdemRelation::scope_policy));
 }
 
 // Ends keys past their scope's max_attempts; returns how many, or -1 when
@@ -99,10 +102,11 @@ bool outcome_recorded(MemoryContext round_context, const Candidate &candidate, i
     SpiSession session;
     spi_connect(&session);
     bool done = false;
-    if (spi_run(&session, Statement::completer_outcome, params, nullptr) == 1) {
-      char *status = spi_copy_text(&session, 0, 1);
+    if (spi_run(&session, Statement::key_fence_and_status, params, nullptr) == 1) {
+      char *status = spi_copy_text(&session, 0, key_status_column);
       bool isnull;
-      done = spi_int64(&session, 0, 2, &isnull) == fence && strcmp(status, "processing") != 0;
+      done = spi_int64(&session, 0, key_fence_column, &isnull) == fence &&
+             strcmp(status, "processing") != 0;
     }
     spi_finish(&session);
     return BoolGetDatum(done);

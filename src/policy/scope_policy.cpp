@@ -1,21 +1,20 @@
 // The per-backend cache of idem.scope_policy. The table's statement trigger
 // sends a relcache invalidation of the table (CacheInvalidateRelcache), which
 // reaches this backend at its own command end and every other backend when
-// the writing transaction commits (or, undone, when it aborts); the callback
-// below marks the cache stale, and the next claim reloads it. A claim never
-// queries the table or the catalogs otherwise.
+// the writing transaction commits (or, undone, when it aborts); the catalog
+// cache counts it (catalog_cache::relation_changes), and the next claim that
+// sees a new count reloads. A claim never queries the table or the catalogs
+// otherwise.
 #include "policy/scope_policy.hpp"
 
 #include "pure/errors.hpp"
+#include "pg/catalog_cache.hpp"
 #include "pg/guard.hpp"
 #include "pg/settings.hpp"
 #include "pg/spi_session.hpp"
 
 extern "C" {
-#include "catalog/namespace.h"
 #include "commands/trigger.h"
-#include "utils/inval.h"
-#include "utils/lsyscache.h"
 }
 
 namespace idem {
@@ -24,19 +23,15 @@ namespace {
 
 constexpr int policy_columns = 6;
 
-// Bumped by every invalidation that may concern the table; a load is kept
-// only if no invalidation arrived while it ran (it may have read the table
-// before that change committed).
-uint64 invalidations = 1;
-uint64 loaded_at = 0;  // the invalidation count the cache reflects; 0: never
-Oid policy_relid = InvalidOid;  // InvalidOid: the table was not there
-bool callback_registered = false;
+// The count of invalidations that may concern the table (while the table is
+// missing, a 1.0 schema or no extension, any relation may be it being
+// created) the cache reflects; 0: never loaded. A load is kept only if no
+// invalidation arrived while it ran (it may have read the table before that
+// change committed).
+uint64 loaded_at = 0;
 
-void policy_relcache_callback(Datum, Oid relid) {
-  // While the table is missing (a 1.0 schema, no extension) any relation
-  // may be it being created: pg_class inserts send relcache invalidations.
-  if (relid == InvalidOid || relid == policy_relid || policy_relid == InvalidOid)
-    invalidations += 1;
+uint64 policy_changes() {
+  return catalog_cache::relation_changes(catalog_cache::IdemRelation::scope_policy);
 }
 
 PolicyInterval interval_datum(Datum value) {
@@ -45,14 +40,9 @@ PolicyInterval interval_datum(Datum value) {
 }
 
 void load_policies() {
-  if (!callback_registered) {
-    CacheRegisterRelcacheCallback(policy_relcache_callback, 0);
-    callback_registered = true;
-  }
-  uint64 started_at = invalidations;
+  uint64 started_at = policy_changes();
   begin_policies();
-  policy_relid = scope_policy_table();
-  if (OidIsValid(policy_relid)) {
+  if (OidIsValid(catalog_cache::relation_oid(catalog_cache::IdemRelation::scope_policy))) {
     MemoryContext load_context =
         AllocSetContextCreate(CurrentMemoryContext, "idem policy load", ALLOCSET_DEFAULT_SIZES);
     MemoryContext previous = MemoryContextSwitchTo(load_context);
@@ -86,7 +76,7 @@ void load_policies() {
   publish_policies();
   // An invalidation during the load: what was read may predate a commit,
   // so the next call loads again.
-  if (invalidations == started_at) loaded_at = started_at;
+  if (policy_changes() == started_at) loaded_at = started_at;
 }
 
 void from_policy(const PolicyInterval &value, Interval *out) {
@@ -97,13 +87,8 @@ void from_policy(const PolicyInterval &value, Interval *out) {
 
 }  // namespace
 
-Oid scope_policy_table() {
-  Oid schema = get_namespace_oid("idem", true);
-  return OidIsValid(schema) ? get_relname_relid("scope_policy", schema) : InvalidOid;
-}
-
 const ScopePolicy *scope_policy_for(const text *scope) {
-  if (loaded_at != invalidations) load_policies();
+  if (loaded_at != policy_changes()) load_policies();
   return find_policy(VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
 }
 

@@ -9,9 +9,6 @@
 
 namespace idem {
 
-// idem.scope_policy's OID, or InvalidOid (a 1.0 schema, no extension).
-Oid scope_policy_table();
-
 // The policy of a scope, or nullptr. Reloads the cache (one SPI query, in a
 // session of its own, so call it before connecting) only after a change of
 // idem.scope_policy was committed or rolled back; otherwise a hash lookup.

@@ -29,7 +29,9 @@ if [[ ! -f $server_include/postgres.h ]]; then
   echo "boundary: 0 passed, 1 failed"
   exit 1
 fi
-PURE_SOURCES=(src/pure/jcs.cpp src/pure/jcs_number.cpp src/pure/classify.cpp src/pure/hashing.cpp src/pure/row_invariants.cpp)
+PURE_SOURCES=(src/pure/jcs.cpp src/pure/jcs_number.cpp src/pure/classify.cpp src/pure/hashing.cpp src/pure/row_invariants.cpp
+              src/pure/statement_text.cpp src/keys/claim_statements.cpp src/keys/key_statements.cpp
+              src/policy/policy_statements.cpp src/messages/message_statements.cpp)
 
 passed=0
 failed=0
