@@ -456,6 +456,12 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
            errhint("Retry the request; the key is being claimed by many requests at once.")));
 }
 
+Datum answer_claim(const ClaimAnswer &answer) {
+  stats::count_claim(answer.kind);
+  if (answer.bound_session_ended) stats::count(stats::Counter::session_bound_takeovers);
+  return HeapTupleGetDatum(answer.result);
+}
+
 namespace {
 
 Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
@@ -463,9 +469,7 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   prepare_claim(fcinfo, 3, &request);
   ClaimAnswer answer;
   claim_once(&request, &answer);
-  stats::count_claim(answer.kind);
-  if (answer.bound_session_ended) stats::count(stats::Counter::session_bound_takeovers);
-  return HeapTupleGetDatum(answer.result);
+  return answer_claim(answer);
 }
 
 // One answer per row (statement_memo.hpp).

@@ -38,4 +38,7 @@ void prepare_claim(FunctionCallInfo fcinfo, int first_option_arg, ClaimRequest *
 // One attempt at the current time (counted in idem.stats by the caller).
 void claim_once(ClaimRequest *request, ClaimAnswer *answer);
 
+// The caller's final answer: counted in idem.stats, returned as idem.claim.
+Datum answer_claim(const ClaimAnswer &answer);
+
 }  // namespace idem

@@ -125,9 +125,7 @@ Datum claim_or_wait(FunctionCallInfo fcinfo) {
                    static_cast<uint64>(GetCurrentTimestamp() - started));
     }
   }
-  stats::count_claim(answer.kind);
-  if (answer.bound_session_ended) stats::count(stats::Counter::session_bound_takeovers);
-  return HeapTupleGetDatum(answer.result);
+  return answer_claim(answer);
 }
 
 // One answer per row (statement_memo.hpp).
