@@ -2,7 +2,7 @@
 // runs them: an owner's outcome (src/keys/outcome.cpp), the purge and the
 // sweep (src/keys/maintenance.cpp), the operator's tools
 // (src/keys/key_tools.cpp) and a client's stored answer
-// (src/keys/marked_answer.cpp).
+// (also src/keys/outcome.cpp).
 #include "pure/pure.hpp"
 
 #include "pure/statement_text.hpp"

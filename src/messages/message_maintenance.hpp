@@ -25,7 +25,7 @@ uint64 run_message_purge_batch(SpiSession *session, Statement statement, Datum *
 // called from _PG_init. The PL/pgSQL functions read them with current_setting.
 void define_message_settings();
 
-// idem.inbox_retention in seconds (-1: forever), for consume_once (inbox.hpp).
+// idem.inbox_retention in seconds (-1: forever), for consume_once (inbox.cpp).
 int inbox_retention_seconds();
 
 }  // namespace idem

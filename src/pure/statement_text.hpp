@@ -51,7 +51,7 @@ enum class Statement {
   outbox_published,        // the fenced mark
   outbox_event_state,      // why a fenced mark matched nothing
   outbox_lease,            // due events for one relay, leased under new fences
-  // clients (src/keys/marked_answer.cpp)
+  // clients (src/keys/outcome.cpp)
   stored_answer,           // a completed key as idem.claim, as its replays carry it
 };
 
