@@ -554,7 +554,8 @@ WITH due AS (
       WHERE e.aggregate_id IS NOT NULL
         AND p.status OPERATOR(pg_catalog.=) ANY ('{pending,leased}'::idem.outbox_status[])
         AND p.aggregate_id IS NOT NULL
-        AND p.aggregate_type IS NOT DISTINCT FROM e.aggregate_type
+        AND (p.aggregate_type OPERATOR(pg_catalog.=) e.aggregate_type
+             OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
         AND p.aggregate_id OPERATOR(pg_catalog.=) e.aggregate_id
         AND p.id OPERATOR(pg_catalog.<) e.id)
   ORDER BY e.id

@@ -97,9 +97,10 @@ WHERE e.id OPERATOR(pg_catalog.=) $1
 // aggregate's events go out one at a time, in id order. SKIP LOCKED: two
 // relays never wait for, or get, the same event. The status lists are
 // written as = ANY of an array so that their operator is named (the same
-// expression the partial indexes' IN lists parse to); IS NOT DISTINCT FROM
-// has no such form and finds its = by name: only the pinned search_path of
-// every caller (spi_session.hpp) keeps a caller's text = text out of it.
+// expression the partial indexes' IN lists parse to), and "the same
+// aggregate_type, or both NULL" is spelt out with a named =, because IS NOT
+// DISTINCT FROM has no form that names its operator: no name in the
+// statement is left for a search_path to resolve.
 extern const char outbox_lease[] = R"sql(
 WITH due AS (
   SELECT e.id AS due_id
@@ -115,7 +116,8 @@ WITH due AS (
       WHERE e.aggregate_id IS NOT NULL
         AND p.status OPERATOR(pg_catalog.=) ANY ('{pending,leased}'::idem.outbox_status[])
         AND p.aggregate_id IS NOT NULL
-        AND p.aggregate_type IS NOT DISTINCT FROM e.aggregate_type
+        AND (p.aggregate_type OPERATOR(pg_catalog.=) e.aggregate_type
+             OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
         AND p.aggregate_id OPERATOR(pg_catalog.=) e.aggregate_id
         AND p.id OPERATOR(pg_catalog.<) e.id)
   ORDER BY e.id
