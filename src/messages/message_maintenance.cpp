@@ -11,7 +11,10 @@ int outbox_max_attempts;
 int outbox_backoff_base_ms;
 int outbox_backoff_max_ms;
 
-constexpr char retention_detail[] = "The retention must be positive, or -1 to keep rows forever.";
+bool check_message_retention(int *value, void **, GucSource) {
+  return retention_is_acceptable(*value,
+                                 "The retention must be positive, or -1 to keep rows forever.");
+}
 }  // namespace
 
 bool is_message_purge(Statement statement) {
@@ -36,12 +39,12 @@ void define_message_settings() {
       "idem.inbox_retention", "How long a consumed message is remembered.",
       "Used when consume_once is called with retention NULL; -1 remembers forever.",
       &inbox_retention_s, 7 * 86400, -1, INT_MAX, PGC_USERSET, GUC_UNIT_S,
-      check_retention<retention_detail>, nullptr, nullptr);
+      check_message_retention, nullptr, nullptr);
   DefineCustomIntVariable(
       "idem.outbox_retention", "How long a published outbox event is kept.",
       "The worker purges published events older than this; -1 keeps them forever.",
       &outbox_retention_s, 7 * 86400, -1, INT_MAX, PGC_SIGHUP, GUC_UNIT_S,
-      check_retention<retention_detail>, nullptr, nullptr);
+      check_message_retention, nullptr, nullptr);
   DefineCustomIntVariable(
       "idem.outbox_max_attempts", "Delivery attempts before an outbox event is dead.", nullptr,
       &outbox_max_attempts, 10, 1, INT_MAX, PGC_USERSET, 0, nullptr, nullptr, nullptr);

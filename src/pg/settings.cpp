@@ -6,9 +6,17 @@ namespace idem {
 
 Settings settings = {300000, 86400, false};
 
+bool retention_is_acceptable(int value, const char *detail) {
+  if (value != 0) return true;
+  GUC_check_errdetail("%s", detail);
+  return false;
+}
+
 namespace {
-constexpr char retention_detail[] =
-    "idem.retention must be positive, or -1 for keys that never expire.";
+bool check_key_retention(int *value, void **, GucSource) {
+  return retention_is_acceptable(
+      *value, "idem.retention must be positive, or -1 for keys that never expire.");
+}
 }  // namespace
 
 void define_key_store_settings() {
@@ -21,7 +29,7 @@ void define_key_store_settings() {
       "idem.retention", "How long a key is kept after the claim that created it.",
       "Used when claim_idempotency_key is called with retention NULL; -1 keeps keys forever.",
       &settings.retention_s, 86400, -1, INT_MAX, PGC_USERSET, GUC_UNIT_S,
-      check_retention<retention_detail>, nullptr, nullptr);
+      check_key_retention, nullptr, nullptr);
   DefineCustomBoolVariable(
       "idem.bind_lock_to_session", "Whether a claim's lock ends with the claiming session.",
       "When on, a key whose owning session ended is stale at once. Do not use behind a "

@@ -7,15 +7,13 @@
 
 namespace idem {
 
-// The check hook of every retention setting in seconds (idem.retention,
-// idem.inbox_retention, idem.outbox_retention): -1 keeps rows forever, and 0,
-// which would expire them at once, is refused with the errdetail `detail`.
-template <const char *detail>
-bool check_retention(int *value, void **, GucSource) {
-  if (*value != 0) return true;
-  GUC_check_errdetail("%s", detail);
-  return false;
-}
+// The one rule of every retention setting in seconds (idem.retention,
+// idem.inbox_retention, idem.outbox_retention), for their check hooks: -1
+// keeps rows forever, and 0, which would expire them at once, is refused
+// with the errdetail `detail`. (Not a template on the detail: two
+// translation units' internal detail strings would give two instantiations
+// one mangled name, and the linker would keep one of them for both.)
+bool retention_is_acceptable(int value, const char *detail);
 
 struct Settings {
   int lock_timeout_ms;  // idem.lock_timeout
