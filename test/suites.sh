@@ -204,6 +204,11 @@ for extra in test/extra.d/*.sh; do
   # stacks are the host's packages); the server side they call is the same
   # SQL on every major, so they run once, on the host's PostgreSQL.
   [ "$name" = clients ] && [ "$PRIVATE" -eq 0 ] && continue
+  # The benchmark's smoke test checks that bench/ runs (its scripts, peers
+  # and report), not the server: once, on the host's PostgreSQL, like the
+  # clients; the server's side of every workload is covered per major by
+  # the suites above.
+  [ "$name" = bench_smoke ] && [ "$PRIVATE" -eq 0 ] && continue
   wanted_extra "$name" && extras+=("$name")
 done
 if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
