@@ -140,12 +140,22 @@ bool interval_is_acceptable(const Interval *value, bool or_zero) {
                  : interval_rule::is_positive(value->month, value->day, value->time);
 }
 
+namespace {
+
+// idem.interval_is_positive(value interval, or_zero boolean): the rule of
+// interval_is_acceptable; NULL for NULL (a CHECK passes NULL, "not set here").
 Datum interval_is_positive_sql(FunctionCallInfo fcinfo) {
   if (PG_ARGISNULL(0)) PG_RETURN_NULL();
   bool or_zero = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
   PG_RETURN_BOOL(interval_is_acceptable(PG_GETARG_INTERVAL_P(0), or_zero));
 }
 
+// A non-NULL interval argument accepted by interval_is_acceptable, or P4004:
+// "<what> must be a finite interval" for 'infinity' and '-infinity'
+// (PostgreSQL 17 on), since a lock or a retention that never ends would keep
+// a key from ever going stale or expiring; "<what> must be a positive
+// interval", with positive_hint, for one that is not positive (a null
+// positive_hint: the hint of an argument a setting stands in for).
 const Interval *require_acceptable_interval(FunctionCallInfo fcinfo, int argno, const char *what,
                                             const KeyName &name, const char *positive_hint) {
   const Interval *given = PG_GETARG_INTERVAL_P(argno);
@@ -169,6 +179,8 @@ const Interval *require_acceptable_interval(FunctionCallInfo fcinfo, int argno, 
                                   what, what)));
   return given;
 }
+
+}  // namespace
 
 bool interval_or_setting(FunctionCallInfo fcinfo, int argno, const char *what,
                          int setting_value, int64 setting_unit_usecs, TimestampTz now,

@@ -36,19 +36,6 @@ bool optional_response_code(FunctionCallInfo fcinfo, int argno, bool required,
 // idem.interval_is_positive.
 bool interval_is_acceptable(const Interval *value, bool or_zero);
 
-// idem.interval_is_positive(value interval, or_zero boolean): the rule
-// above; NULL for NULL (a CHECK passes NULL, "not set here").
-Datum interval_is_positive_sql(FunctionCallInfo fcinfo);
-
-// A non-NULL interval argument accepted by interval_is_acceptable, or P4004:
-// "<what> must be a finite interval" for 'infinity' and '-infinity'
-// (PostgreSQL 17 on), since a lock or a retention that never ends would keep
-// a key from ever going stale or expiring; "<what> must be a positive
-// interval", with positive_hint, for one that is not positive (a null
-// positive_hint: the hint of an argument a setting stands in for).
-const Interval *require_acceptable_interval(FunctionCallInfo fcinfo, int argno, const char *what,
-                                            const KeyName &name, const char *positive_hint);
-
 // An interval argument accepted by interval_is_acceptable, or the setting's value when
 // NULL. Returns false (and leaves *out alone) when the result means "no
 // interval", which only idem.retention = -1 can mean.

@@ -66,6 +66,9 @@ void record(text *scope, TimestampTz claimed_at, TimestampTz now) {
   pg_atomic_write_u64(&slot.mean, static_cast<uint64>(mean));
 }
 
+namespace {
+
+// The scope's typical duration in microseconds; false when none is known.
 bool typical(text *scope, int64 *microseconds) {
   uint64 tag = tag_of(scope);
   Slot &slot = table()[tag & (slot_count - 1)];
@@ -74,6 +77,8 @@ bool typical(text *scope, int64 *microseconds) {
   // The slot may have been taken by another scope between the two reads.
   return pg_atomic_read_u64(&slot.tag) == tag;
 }
+
+}  // namespace
 
 Size shared_size() { return sizeof(Slot) * slot_count; }
 

@@ -18,9 +18,6 @@ namespace idem::request_durations {
 // Records that a request of scope, claimed at claimed_at, completed at now.
 void record(text *scope, TimestampTz claimed_at, TimestampTz now);
 
-// The scope's typical duration in microseconds; false when none is known.
-bool typical(text *scope, int64 *microseconds);
-
 // The region in shared memory (shared_memory.cpp).
 Size shared_size();
 void attach_shared(void *memory, bool found);

@@ -48,15 +48,12 @@ WorkerEntry &entry_at(int index) {
   return shared->entries[index];
 }
 
-}  // namespace
-
-}  // namespace idem
-
-namespace idem {
-
+// The name shown in idem.worker_status.state.
 const char *worker_state_name(WorkerState state) {
   return state_names[static_cast<int>(state)];
 }
+
+}  // namespace
 
 void configure_worker_status(const char (*databases)[64], int count) {
   configured_count = count;

@@ -21,9 +21,6 @@ enum class WorkerState : int32 {
   working,                // in a round
 };
 
-// The name shown in idem.worker_status.state.
-const char *worker_state_name(WorkerState state);
-
 // One database's entry, as copied out of shared memory.
 struct WorkerReport {
   NameData database;
