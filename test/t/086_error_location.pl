@@ -53,7 +53,11 @@ check('a request mismatch', q{SELECT idem.claim_idempotency_key('loc', 'k', 'h2'
 # fence is stale.
 my $old_fence = $node->safe_psql('postgres',
 	q{SELECT fence FROM idem.claim_idempotency_key('loc', 'stale', 'h', lock_timeout => '1 millisecond')});
-$node->safe_psql('postgres', 'SELECT pg_sleep(0.05)');
+ok( $node->poll_query_until(
+		'postgres', q{
+SELECT locked_until < pg_catalog.clock_timestamp() FROM idem.idempotency_request
+WHERE scope = 'loc' AND key = 'stale'}),
+	'the first owner\'s lock ran out');
 $node->safe_psql('postgres',
 	q{SELECT fence FROM idem.claim_idempotency_key('loc', 'stale', 'h')});
 check('a stale fence', "SELECT idem.mark_succeeded('loc', 'stale', $old_fence, 200)",
