@@ -472,17 +472,12 @@ Datum claim_idempotency_key(FunctionCallInfo fcinfo) {
   return answer_claim(answer);
 }
 
-// One answer per row (statement_memo.hpp).
-Datum claim_idempotency_key_once(FunctionCallInfo fcinfo) {
-  return once_per_row(fcinfo, claim_idempotency_key);
-}
-
 }  // namespace
 
 }  // namespace idem
 
 extern "C" {
 
-IDEM_SQL_FUNCTION(claim_idempotency_key, idem::claim_idempotency_key_once)
+IDEM_SQL_FUNCTION_PER_ROW(claim_idempotency_key, idem::claim_idempotency_key)
 
 }  // extern "C"

@@ -236,15 +236,6 @@ Datum mark_failed_returning(FunctionCallInfo fcinfo) {
   return stored_answer(fcinfo);
 }
 
-// One answer per row (statement_memo.hpp).
-Datum mark_succeeded_returning_once(FunctionCallInfo fcinfo) {
-  return once_per_row(fcinfo, mark_succeeded_returning);
-}
-
-Datum mark_failed_returning_once(FunctionCallInfo fcinfo) {
-  return once_per_row(fcinfo, mark_failed_returning);
-}
-
 }  // namespace
 
 }  // namespace idem
@@ -255,7 +246,7 @@ IDEM_SQL_FUNCTION(mark_succeeded, idem::mark_succeeded)
 IDEM_SQL_FUNCTION(mark_failed, idem::mark_failed)
 IDEM_SQL_FUNCTION(set_recovery_point, idem::set_recovery_point)
 IDEM_SQL_FUNCTION(extend_lock, idem::extend_lock)
-IDEM_SQL_FUNCTION(mark_succeeded_returning, idem::mark_succeeded_returning_once)
-IDEM_SQL_FUNCTION(mark_failed_returning, idem::mark_failed_returning_once)
+IDEM_SQL_FUNCTION_PER_ROW(mark_succeeded_returning, idem::mark_succeeded_returning)
+IDEM_SQL_FUNCTION_PER_ROW(mark_failed_returning, idem::mark_failed_returning)
 
 }  // extern "C"

@@ -43,3 +43,12 @@ namespace idem {
 Datum once_per_row(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo));
 
 }  // namespace idem
+
+// IDEM_SQL_FUNCTION (guard.hpp) for a function whose calls of one row's
+// columns share one answer: the guard around once_per_row(fcinfo, body).
+#define IDEM_SQL_FUNCTION_PER_ROW(sql_name, body)                                 \
+  PG_FUNCTION_INFO_V1(idem_##sql_name);                                           \
+  Datum idem_##sql_name(PG_FUNCTION_ARGS) {                                       \
+    return idem::run_guarded(                                                     \
+        [fcinfo]() -> Datum { return idem::once_per_row(fcinfo, body); });        \
+  }

@@ -128,17 +128,12 @@ Datum claim_or_wait(FunctionCallInfo fcinfo) {
   return answer_claim(answer);
 }
 
-// One answer per row (statement_memo.hpp).
-Datum claim_or_wait_once(FunctionCallInfo fcinfo) {
-  return once_per_row(fcinfo, claim_or_wait);
-}
-
 }  // namespace
 
 }  // namespace idem
 
 extern "C" {
 
-IDEM_SQL_FUNCTION(claim_or_wait, idem::claim_or_wait_once)
+IDEM_SQL_FUNCTION_PER_ROW(claim_or_wait, idem::claim_or_wait)
 
 }  // extern "C"
