@@ -6,22 +6,8 @@
 -- resolved when they run. Called only from idem's own SECURITY DEFINER
 -- bodies, so nothing here is granted to anyone.
 
--- errdetail_key (src/keys/arguments.cpp): 'scope "s", key "k"' with a
--- suffix after "; ", each name cut to 300 characters and marked "..."
--- when cut (src/pg/message_text.hpp).
-CREATE FUNCTION idem.portable_key_detail(scope text, key text, suffix text DEFAULT NULL)
-RETURNS text
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT pg_catalog.concat_ws('; ',
-           pg_catalog.nullif(pg_catalog.concat_ws(', ',
-             'scope "' || idem.portable_excerpt($1) || '"',
-             'key "' || idem.portable_excerpt($2) || '"'), ''),
-           $3)
-$$;
-REVOKE ALL ON FUNCTION idem.portable_key_detail(text, text, text) FROM PUBLIC;
-
+-- A caller's text in a message: at most 300 characters, marked "..." when
+-- cut (src/pg/message_text.hpp).
 CREATE FUNCTION idem.portable_excerpt(value text)
 RETURNS text
 LANGUAGE sql IMMUTABLE
@@ -31,6 +17,22 @@ AS $$
               THEN pg_catalog.left($1, 300) || '...' ELSE $1 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_excerpt(text) FROM PUBLIC;
+
+-- errdetail_key (src/keys/arguments.cpp): 'scope "s", key "k"' with a
+-- suffix after "; ", each name cut to 300 characters and marked "..."
+-- when cut (src/pg/message_text.hpp).
+CREATE FUNCTION idem.portable_key_detail(scope text, key text, suffix text DEFAULT NULL)
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT pg_catalog.concat_ws('; ',
+           NULLIF(pg_catalog.concat_ws(', ',
+             'scope "' || idem.portable_excerpt($1) || '"',
+             'key "' || idem.portable_excerpt($2) || '"'), ''),
+           $3)
+$$;
+REVOKE ALL ON FUNCTION idem.portable_key_detail(text, text, text) FROM PUBLIC;
 
 -- require_scope_and_key (src/keys/arguments.cpp).
 CREATE FUNCTION idem.portable_require_scope_and_key(scope text, key text)
@@ -706,3 +708,60 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_writable(text) FROM PUBLIC;
+
+-- idem.typical_duration's estimate (portable/functions/idem_typical_duration.sql
+-- says how it is computed). SECURITY DEFINER, since the C++ function reads
+-- shared memory and so needs no right on the key table: a role granted
+-- EXECUTE on idem.typical_duration alone gets its answer. Executable by
+-- PUBLIC for that reason, so it checks the right itself: the session's
+-- user, or the role it SET ROLE to, must hold EXECUTE on
+-- idem.typical_duration or on idem.retry_after, the SECURITY DEFINER
+-- function that calls it and answers from the same estimate (42501
+-- otherwise, as PostgreSQL would answer).
+CREATE FUNCTION idem.portable_may_know_durations(role text)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT pg_catalog.has_function_privilege($1, 'idem.typical_duration(text)', 'EXECUTE')
+      OR pg_catalog.has_function_privilege($1, 'idem.retry_after(text, idem.claim)', 'EXECUTE')
+$$;
+REVOKE ALL ON FUNCTION idem.portable_may_know_durations(text) FROM PUBLIC;
+
+CREATE FUNCTION idem.portable_typical_duration(scope text)
+RETURNS interval
+LANGUAGE plpgsql STABLE STRICT SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    sample bigint;
+    mean bigint;
+BEGIN
+    IF NOT (idem.portable_may_know_durations(session_user)
+            OR pg_catalog.current_setting('role') <> 'none'
+               AND idem.portable_may_know_durations(pg_catalog.current_setting('role'))) THEN
+        RAISE EXCEPTION 'permission denied for function typical_duration' USING ERRCODE = '42501';
+    END IF;
+    FOR sample IN
+        SELECT recent.took FROM (
+            SELECT r.finished_at,
+                   (EXTRACT(EPOCH FROM r.finished_at - r.claimed_at) * 1000000)::bigint AS took
+              FROM idem.idempotency_request r
+             WHERE r.scope = portable_typical_duration.scope
+               AND r.status <> 'processing'
+               AND r.finished_at IS NOT NULL
+               AND r.failure_message IS DISTINCT FROM 'the owner recorded no outcome before its lock expired'
+               AND r.failure_message IS DISTINCT FROM 'expired by idem.force_expire before its owner recorded an outcome'
+               AND r.failure_message IS DISTINCT FROM 'the key reached its scope''s max_attempts'
+             ORDER BY r.finished_at DESC
+             LIMIT 64) recent
+         ORDER BY recent.finished_at
+    LOOP
+        sample := GREATEST(sample, 0);
+        mean := CASE WHEN mean IS NULL THEN sample ELSE mean + (sample - mean) / 8 END;
+    END LOOP;
+    RETURN pg_catalog.make_interval(secs => mean / 1000000.0);
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_typical_duration(text) TO PUBLIC;

@@ -7,31 +7,12 @@
 -- expire, past max_attempts), which no owner completed. NULL when the
 -- scope has none. Reads the scope's rows through the primary key, so its
 -- cost grows with the scope's size; idem.retry_after calls it only for a
--- processing_active answer.
+-- processing_active answer. The reading is done by a SECURITY DEFINER
+-- helper (portable/support-keys.sql), so that EXECUTE on this function is
+-- all a role needs, as with the C++ engine.
 LANGUAGE plpgsql
 AS $function$
-DECLARE
-    sample bigint;
-    mean bigint;
 BEGIN
-    FOR sample IN
-        SELECT recent.took FROM (
-            SELECT r.finished_at,
-                   (EXTRACT(EPOCH FROM r.finished_at - r.claimed_at) * 1000000)::bigint AS took
-              FROM idem.idempotency_request r
-             WHERE r.scope = typical_duration.scope
-               AND r.status <> 'processing'
-               AND r.finished_at IS NOT NULL
-               AND r.failure_message IS DISTINCT FROM 'the owner recorded no outcome before its lock expired'
-               AND r.failure_message IS DISTINCT FROM 'expired by idem.force_expire before its owner recorded an outcome'
-               AND r.failure_message IS DISTINCT FROM 'the key reached its scope''s max_attempts'
-             ORDER BY r.finished_at DESC
-             LIMIT 64) recent
-         ORDER BY recent.finished_at
-    LOOP
-        sample := GREATEST(sample, 0);
-        mean := CASE WHEN mean IS NULL THEN sample ELSE mean + (sample - mean) / 8 END;
-    END LOOP;
-    RETURN pg_catalog.make_interval(secs => mean / 1000000.0);
+    RETURN idem.portable_typical_duration(scope);
 END
 $function$
