@@ -311,6 +311,8 @@ BEGIN
       INTO p FROM idem.scope_policy sp WHERE sp.scope = portable_claim_policy.scope;
     IF given_lock_timeout IS NULL AND p.lock_timeout IS NOT NULL THEN
         lock_timeout := p.lock_timeout;
+    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '' THEN
+        lock_timeout := interval '5 minutes';  -- the setting's default, unset
     ELSIF given_lock_timeout IS NULL THEN
         lock_timeout := pg_catalog.make_interval(secs =>
             idem.portable_int_setting('idem.lock_timeout', 300000, 'ms', 1, 2147483647) / 1000.0);
@@ -322,6 +324,8 @@ BEGIN
         retention := NULL;
     ELSIF given_retention IS NULL AND p.retention IS NOT NULL THEN
         retention := p.retention;
+    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') = '' THEN
+        retention := interval '1 day';  -- the setting's default, unset
     ELSIF given_retention IS NULL THEN
         retention_s := idem.portable_int_setting('idem.retention', 86400, 's', -1, 2147483647);
         IF retention_s = 0 THEN
@@ -336,7 +340,9 @@ BEGIN
         retention := given_retention;
     END IF;
     max_attempts := coalesce(p.max_attempts, 0);
-    bind := coalesce(p.bind_lock_to_session, idem.portable_bind_setting());
+    bind := coalesce(p.bind_lock_to_session,
+                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') = ''
+                          THEN false ELSE idem.portable_bind_setting() END);
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_claim_policy(text, text, interval, interval) FROM PUBLIC;

@@ -23,8 +23,13 @@ DECLARE
     sleep_ms double precision;
     now timestamptz;
 BEGIN
-    PERFORM idem.portable_require_scope_and_key(scope, key);
-    PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
+    -- The checks' functions run only for a bad argument (they raise its error).
+    IF scope IS NULL OR key IS NULL OR request_hash IS NULL OR request_hash = ''
+       OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
+       OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255 THEN
+        PERFORM idem.portable_require_scope_and_key(scope, key);
+        PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
+    END IF;
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
     bound := CASE WHEN policy.bind THEN idem.portable_session_token() END;
     started := pg_catalog.clock_timestamp();
