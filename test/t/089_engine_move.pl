@@ -34,7 +34,10 @@ shared_preload_libraries = 'idem'
 idem.worker_enabled = off
 CONF
 $node->start;
-$node->safe_psql('postgres', 'CREATE ROLE portable_owner LOGIN');
+# pg_read_all_stats: the portable engine tells a bound key's session is gone
+# from pg_stat_activity's backend_start, which its owner sees for other
+# roles' sessions only with it (without it, bound keys wait for their locks).
+$node->safe_psql('postgres', 'CREATE ROLE portable_owner LOGIN; GRANT pg_read_all_stats TO portable_owner');
 
 # A database with an engine; returns the role that owns idem there (the
 # one that restores the data).
