@@ -34,7 +34,9 @@
 # dist/idem-portable.sql (make portable writes it) the test is skipped.
 use strict;
 use warnings;
+use utf8;
 use DBI;
+use Encode ();
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -151,6 +153,32 @@ my @json_docs = ('{"ok": true}', '{"n": 1, "a": [1, 2.0, "x"]}', '[]', '"é€�
 # time, so that they reach the fenced update, not just "not owned".
 my @claimed;
 
+# A random JSON document for request_hash: keys whose order differs by
+# UTF-16 code unit, code point and byte (RFC 8785 sorts by UTF-16 code
+# units), escapes, and numbers at the edges of double precision (the ones
+# that cannot be written exactly are P4005 in both engines).
+my @json_strings = ('', 'a', 'B', 'é', "\x{E000}", "\x{FFFD}", "\x{1F600}", 'ab', 'a b', '\\"', '\\n\\t\\u0001',
+	'\\u00e9', '\\ud83d\\ude00', '€', "\x{7F}", '/', 'z' x 40);
+my @json_numbers = qw(0 -0 0.0 1 -1 1.0 1.5 0.1 0.3 1e21 1e20 1E+2 1e-7 123e-20 -1.5e-7 9007199254740991
+  9007199254740993 1.7976931348623157e308 5e-324 4.9e-324 1e400 12345678901234567890 0.30000000000000004
+  100 1e2 2.5E-3 333333333.33333329);
+
+sub gen_json {
+	my ($depth) = @_;
+	my $r = rand();
+	if ($depth > 0 && $r < 0.3) {
+		my @keys = map { pick(@json_strings) } 1 .. int(rand(4));
+		my %seen;
+		return '{' . join(', ', map { '"' . $_ . '": ' . gen_json($depth - 1) } grep { !$seen{$_}++ } @keys) . '}';
+	}
+	if ($depth > 0 && $r < 0.45) {
+		return '[' . join(', ', map { gen_json($depth - 1) } 1 .. int(rand(4))) . ']';
+	}
+	return pick('null', 'true', 'false') if $r < 0.55;
+	return '"' . pick(@json_strings) . '"' if $r < 0.7;
+	return chance(0.7) ? pick(@json_numbers) : sprintf('%.17g', (rand() - 0.5) * 10**(int(rand(40)) - 20));
+}
+
 sub claim_args {
 	my ($c, $with_wait) = @_;
 	my ($scope, $key) = (gen_scope(), gen_key());
@@ -232,8 +260,8 @@ my %generators = (
 		chance(0.5) ? arg(bool => pick('true', 'false', undef)) : () ] } } ],
 	force_expire => [ 1, sub { { fn => 'force_expire', pos => [ arg(text => gen_scope()), arg(text => gen_key()),
 		chance(0.5) ? arg(bool => pick('true', 'false', undef)) : () ] } } ],
-	request_hash => [ 1, sub { chance(0.8)
-		? { fn => 'request_hash', pos => [ arg(jsonb => pick(@json_docs)) ] }
+	request_hash => [ 2, sub { chance(0.8)
+		? { fn => 'request_hash', pos => [ arg(jsonb => chance(0.3) ? pick(@json_docs) : gen_json(3)) ] }
 		: { fn => 'request_hash', pos => [ arg(bytea => pick('\x', '\x00ff', '\x68656c6c6f')) ] } } ],
 	consume_once => [ 4, sub {
 		my $c = { fn => 'consume_once', pos => [ arg(text => chance(0.03) ? pick(undef, '') : pick('c1', 'c2')),
@@ -682,7 +710,7 @@ for my $n (defined $only ? ($only) : (1 .. $sequences)) {
 		reset_db($_) for @dbs;
 		for my $c (@$calls) {
 			my ($sql, $answer) = run_call($dbs[0], $c);
-			note "$sql\n  => $answer";
+			note Encode::encode('UTF-8', "$sql\n  => $answer");
 		}
 	}
 	if (!$m) {
@@ -696,7 +724,8 @@ for my $n (defined $only ? ($only) : (1 .. $sequences)) {
 		next;
 	}
 	fail("sequence $n (IDEM_DIFF_SEED=$seed IDEM_DIFF_ONLY=$n): $m->{what}");
-	diag report(shrink($calls) // $m);
+	# As bytes: Test::More's handles (PostgreSQL::Test::Utils tees them) take no encoding layer.
+	diag Encode::encode('UTF-8', report(shrink($calls) // $m));
 }
 for my $fn (sort keys %coverage) {
 	note "$fn: " . join(', ', map { "$_ $coverage{$fn}{$_}" } sort keys %{ $coverage{$fn} });
