@@ -341,6 +341,13 @@ sub gen_sequence {
 	@claimed = ();
 	my @calls;
 	for (1 .. $calls_per_sequence) {
+		# Now and then a few calls in one transaction (now() stands still
+		# there: a lock taken in it has not run out for a later call in it).
+		if (chance(0.07)) {
+			push @calls, { fn => 'transaction', end => chance(0.7) ? 'commit' : 'rollback',
+				calls => [ map { $generators{ pick(@weighted) }[1]->() } 1 .. 2 + int(rand(3)) ] };
+			next;
+		}
 		my $c = $generators{ pick(@weighted) }[1]->();
 		$c->{tx} = chance(0.06) ? 'rollback' : chance(0.04) ? 'read_only' : undef
 		  unless $c->{fn} =~ /^(policy|policy_delete|setting|time_passes)$/;
@@ -549,6 +556,18 @@ my $json = JSON::PP->new->canonical->allow_nonref;
 sub run_call {
 	my ($db, $c) = @_;
 	my $dbh = $db->{dbh};
+	if ($c->{fn} eq 'transaction') {
+		$dbh->begin_work;
+		my @got = map { [ run_call($db, $_) ] } @{ $c->{calls} };
+		if ($c->{end} eq 'commit') {
+			local $SIG{__WARN__} = sub { };
+			$dbh->commit or push @got, [ 'COMMIT', error_text($db, $c, $dbh) ];
+		} else {
+			$dbh->rollback;
+		}
+		return (join("\n    ", map { $_->[0] } @got),
+			join("\n      => ", map { $_->[1] } @got) . ($c->{end} eq 'commit' ? ' (committed)' : ' (rolled back)'));
+	}
 	my $sql = render($db, $c);
 	my @notices;
 	local $SIG{__WARN__} = sub { my $m = shift; $m =~ s/\s+$//; push @notices, $m };
@@ -609,6 +628,7 @@ sub count_coverage {
 	  : $answer =~ /^\d+/ ? ($answer ? 'count > 0' : '0')
 	  : 'value';
 	$what .= ' (rolled back)' if $answer =~ /\(rolled back\)$/;
+	$what = $c->{end} if $c->{fn} eq 'transaction';
 	$coverage{ $c->{fn} }{$what}++;
 }
 
@@ -655,6 +675,8 @@ sub shrink {
 
 sub describe_call {
 	my ($c) = @_;
+	return "transaction of " . join(', ', map { describe_call($_) } @{ $c->{calls} }) . ", $c->{end}"
+	  if $c->{fn} eq 'transaction';
 	return "$c->{fn}" . ($c->{tx} ? " [$c->{tx}]" : '');
 }
 
