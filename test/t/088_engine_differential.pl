@@ -300,7 +300,7 @@ my %generators = (
 	# Not functions: a scope's policy, a setting, time passing.
 	policy => [ 3, sub { gen_policy() } ],
 	setting => [ 1, sub { gen_setting() } ],
-	time_passes => [ 3, sub { { fn => 'time_passes', by => pick('2 hours', '2 hours', '3 days') } } ],
+	time_passes => [ 3, sub { { fn => 'time_passes', by => pick('2 hours', '2 hours', '3 days', '8 days') } } ],
 );
 
 sub gen_policy {
@@ -625,7 +625,7 @@ sub count_coverage {
 	  : $answer =~ /^\[\]/ ? 'no rows'
 	  : $answer =~ /^(true|false|null|ok)\b/ ? $1
 	  : $answer =~ /^\[/ ? 'rows'
-	  : $answer =~ /^\d+/ ? ($answer ? 'count > 0' : '0')
+	  : $answer =~ /^(\d+)/ ? ($1 > 0 ? 'count > 0' : '0')
 	  : 'value';
 	$what .= ' (rolled back)' if $answer =~ /\(rolled back\)$/;
 	$what = $c->{end} if $c->{fn} eq 'transaction';
