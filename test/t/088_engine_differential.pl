@@ -65,10 +65,12 @@ diag "engine differential: IDEM_DIFF_SEED=$seed IDEM_DIFF_SEQUENCES=$sequences";
 my $node = PostgreSQL::Test::Cluster->new('engine_differential');
 $node->init;
 # The worker stays out of it: it would sweep and purge in one database
-# between calls and not in the other.
+# between calls and not in the other. Published events are kept an hour
+# (a server-wide setting), so that time passing lets purge_published work.
 $node->append_conf('postgresql.conf', <<'CONF');
 shared_preload_libraries = 'idem'
 idem.worker_enabled = off
+idem.outbox_retention = '1h'
 log_statement = none
 CONF
 $node->start;
