@@ -7,7 +7,8 @@
 # replays the same answer, a stale fence is still refused, every new fence
 # is greater than every old one, an in-flight key whose lock ran out is
 # taken over with its recovery point, a live lock still holds and its owner
-# completes it with its old fence, a key bound to a session that is gone is
+# completes it with its old fence, as the owner of a key swept as abandoned
+# does, a key bound to a session that is gone is
 # stale, an expired key starts afresh, scope policies are in force, and
 # consumed messages and outbox events (ids, lease fences) carry on.
 #
@@ -108,6 +109,12 @@ sub make_keys {
 	$dbh->do(q{SELECT idem.mark_failed('mv', 'retry', ?, true, 'timeout')}, undef, $k{retry_fence});
 	$k{live_fence} = $owner->('live', q{, lock_timeout => '1 hour'});
 	$dbh->do(q{SELECT idem.set_recovery_point('mv', 'live', ?, 'charged')}, undef, $k{live_fence});
+	# Swept as abandoned (its lock ran out), not claimed since: its owner
+	# may still complete it, in the new database too.
+	$k{swept_fence} = $owner->('swept', q{, lock_timeout => '1 microsecond'});
+	$dbh->do(q{SELECT idem.set_recovery_point('mv', 'swept', ?, 'charged')}, undef, $k{swept_fence});
+	my ($swept) = $dbh->selectrow_array(q{SELECT idem.sweep_stale()});
+	die "swept $swept keys" unless $swept == 1;
 	$k{stale_fence} = $owner->('stale', q{, lock_timeout => '1 microsecond'});
 	$dbh->do(q{SELECT idem.set_recovery_point('mv', 'stale', ?, 'shipped')}, undef, $k{stale_fence});
 	$f = $owner->('expired', q{, retention => '1 microsecond'});
@@ -197,6 +204,10 @@ sub check_keys {
 	is(sqlstate_of($dbh, q{SELECT idem.mark_succeeded('mv', 'live', ?, 200, '{"done": true}')}, $k->{live_fence}), '',
 		"$what: mv/live's owner completes it with its old fence");
 	is(claim_of($dbh, 'mv', 'live', 'h-live')->{kind}, 'replay_success', "$what: and mv/live replays");
+
+	is(sqlstate_of($dbh, q{SELECT idem.mark_succeeded('mv', 'swept', ?, 200)}, $k->{swept_fence}), '',
+		"$what: mv/swept, abandoned and not claimed since, is completed by its owner");
+	is(claim_of($dbh, 'mv', 'swept', 'h-swept')->{kind}, 'replay_success', "$what: and mv/swept replays");
 
 	$c = claim_of($dbh, 'mv', 'bound', 'h-bound');
 	is($c->{kind}, 'processing_stale', "$what: mv/bound, its session gone, is stale although its lock is not over");
