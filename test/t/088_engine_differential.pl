@@ -29,7 +29,8 @@
 #
 # IDEM_DIFF_SEQUENCES (default 200) sequences of IDEM_DIFF_CALLS (30) calls
 # from IDEM_DIFF_SEED (printed; default fixed); IDEM_DIFF_ONLY=N runs
-# sequence N alone. IDEM_DIFF_BOTH_CPP=1 puts the C++ engine in both
+# sequence N alone. IDEM_DIFF_PORTABLE_APART=1 puts the portable engine in a
+# cluster of its own without the library. IDEM_DIFF_BOTH_CPP=1 puts the C++ engine in both
 # databases (the driver's own check: nothing may differ). Without
 # dist/idem-portable.sql (make portable writes it) the test is skipped.
 use strict;
@@ -49,6 +50,7 @@ my $calls_per_sequence = $ENV{IDEM_DIFF_CALLS} // 30;
 my $seed = $ENV{IDEM_DIFF_SEED} // 20261125;
 my $only = $ENV{IDEM_DIFF_ONLY};
 my $both_cpp = $ENV{IDEM_DIFF_BOTH_CPP};
+my $apart = $ENV{IDEM_DIFF_PORTABLE_APART};
 my $shown_mismatches = $ENV{IDEM_DIFF_SHOW} // 6;
 
 my $tree = $ENV{IDEM_TREE} // '.';
@@ -77,23 +79,35 @@ $node->start;
 
 $node->safe_psql('postgres', 'CREATE DATABASE cpp');
 $node->safe_psql('cpp', 'CREATE EXTENSION idem');
+
+# With IDEM_DIFF_PORTABLE_APART=1 the portable engine runs in a cluster of
+# its own without the library, as on a managed service: its settings are
+# then placeholders holding the text a user set, not values the C++
+# engine's settings checked and normalised.
+my $portable_node = $node;
+if ($apart) {
+	$portable_node = PostgreSQL::Test::Cluster->new('engine_differential_portable');
+	$portable_node->init;
+	$portable_node->append_conf('postgresql.conf', "idem.outbox_retention = '1h'\nlog_statement = none\n");
+	$portable_node->start;
+}
 # pg_read_all_stats: with idem.bind_lock_to_session the portable engine names
 # the caller's session by its backend_start, which pg_stat_activity shows the
 # extension's owner only for its own sessions without it (55000 says so).
-$node->safe_psql('postgres', 'CREATE ROLE portable_owner LOGIN; CREATE DATABASE portable OWNER portable_owner;
+$portable_node->safe_psql('postgres', 'CREATE ROLE portable_owner LOGIN; CREATE DATABASE portable OWNER portable_owner;
 	GRANT pg_read_all_stats TO portable_owner');
 if ($both_cpp) {
-	$node->safe_psql('portable', 'CREATE EXTENSION idem');
+	$portable_node->safe_psql('portable', 'CREATE EXTENSION idem');
 } else {
-	my ($ret, $out, $err) = $node->psql('portable', undef,
+	my ($ret, $out, $err) = $portable_node->psql('portable', undef,
 		extra_params => [ '-U', 'portable_owner', '-v', 'ON_ERROR_STOP=1', '-f', $portable_sql ]);
 	is($ret, 0, 'the portable engine installs as the database owner') or diag $err;
 	BAIL_OUT('the portable engine did not install') if $ret != 0;
 }
 
 sub connect_db {
-	my ($name) = @_;
-	my $dbh = DBI->connect('dbi:Pg:dbname=' . $name . ';host=' . $node->host . ';port=' . $node->port,
+	my ($name, $on) = @_;
+	my $dbh = DBI->connect('dbi:Pg:dbname=' . $name . ';host=' . $on->host . ';port=' . $on->port,
 		'', '', { AutoCommit => 1, RaiseError => 0, PrintError => 0, PrintWarn => 1, pg_enable_utf8 => 1,
 			pg_placeholder_nocolons => 1 })
 	  or die "connect $name: $DBI::errstr";
@@ -103,7 +117,8 @@ sub connect_db {
 	return $dbh;
 }
 
-my @dbs = map { { name => $_, dbh => connect_db($_) } } qw(cpp portable);
+my @dbs = ({ name => 'cpp', dbh => connect_db('cpp', $node) },
+	{ name => 'portable', dbh => connect_db('portable', $portable_node) });
 
 # Functions the C++ engine has: a call of one the portable engine lacks is a
 # mismatch; a call of one neither has (a 1.2 call not written yet) is not
@@ -759,4 +774,5 @@ note sprintf('%d sequences in %.1f s, %d mismatched', defined $only ? 1 : $seque
 
 $_->{dbh}->disconnect for @dbs;
 $node->stop;
+$portable_node->stop if $apart;
 done_testing();
