@@ -3,7 +3,8 @@
 # to the portable engine (database "portable", dist/idem-portable.sql run by
 # the database's owner, not a superuser), call by call; every answer (the
 # result, or SQLSTATE, message, detail and hint) and, after each sequence,
-# every row of idem's three tables must be the same in both. A mismatch is
+# every row of idem's tables (keys, consumed messages, outbox events, scope
+# policies) must be the same in both. A mismatch is
 # shrunk to the shortest sequence that still shows it (shortest prefix, then
 # single calls dropped) and printed with both engines' answers.
 #
@@ -30,8 +31,10 @@
 # IDEM_DIFF_SEQUENCES (default 200) sequences of IDEM_DIFF_CALLS (30) calls
 # from IDEM_DIFF_SEED (printed; default fixed); IDEM_DIFF_ONLY=N runs
 # sequence N alone. IDEM_DIFF_PORTABLE_APART=1 puts the portable engine in a
-# cluster of its own without the library. IDEM_DIFF_BOTH_CPP=1 puts the C++ engine in both
-# databases (the driver's own check: nothing may differ). Without
+# cluster of its own without the library. IDEM_DIFF_BOTH_CPP=1 puts the C++
+# engine in both databases (the driver's own check: nothing may differ);
+# IDEM_DIFF_INJECT='SQL' runs SQL in the second database after each reset
+# (a difference put in on purpose must be found and shrunk). Without
 # dist/idem-portable.sql (make portable writes it) the test is skipped.
 use strict;
 use warnings;
