@@ -14,6 +14,10 @@
 #include "policy/completer_call.hpp"
 #include "worker/worker_settings.hpp"
 
+extern "C" {
+#include "tcop/utility.h"
+}
+
 namespace idem {
 
 namespace {
@@ -60,6 +64,11 @@ Datum report(const CallTotals &call, const CompleterTotals &completers) {
 }
 
 Datum run_maintenance(FunctionCallInfo) {
+  // Refused as a whole where nothing may be written (READ ONLY, a standby),
+  // naming this call rather than its first statement.
+  PreventCommandIfReadOnly("idem.run_maintenance()");
+  PreventCommandIfParallelMode("idem.run_maintenance()");
+  PreventCommandDuringRecovery("idem.run_maintenance()");
   int32 limit = worker_settings.batch_size;
   CallTotals call = {0, 0, 0, 0, 0, false};
   CompleterTotals completers = {0, 0, 0, 0, false};

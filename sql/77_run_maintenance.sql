@@ -50,7 +50,9 @@ TRUNCATE idem.idempotency_request;
 
 -- ---- completers ----
 -- Completers belong to a role that is neither the caller nor the extension's
--- owner; a table only the extension's owner (the superuser here) may read.
+-- owner, and are SECURITY DEFINER (the only kind of another role's the
+-- portable engine runs); a table only the extension's owner (the superuser
+-- here) may read.
 CREATE ROLE idem_maint_owner;
 GRANT EXECUTE ON FUNCTION
     idem.mark_succeeded(text, text, bigint, integer, jsonb, text, text),
@@ -62,56 +64,57 @@ REVOKE ALL ON maint_secret FROM PUBLIC;
 -- The caller's session already has a temporary schema.
 CREATE TEMP TABLE maint_caller_temp (v int);
 
--- Each completer records who ran it, then does its one thing.
+-- Each completer records who ran it, then does its one thing (maint_done is
+-- SECURITY INVOKER: it reports the role the completer runs as).
 CREATE FUNCTION maint_done(scope text, key text, fence bigint, what text) RETURNS void
-LANGUAGE sql SECURITY INVOKER AS $$
+LANGUAGE sql AS $$
   SELECT idem.mark_succeeded(scope, key, fence, 200,
       pg_catalog.jsonb_build_object('ran_as', CURRENT_USER::text, 'what', what))
 $$;
 CREATE FUNCTION maint_good(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN PERFORM public.maint_done(scope, key, fence, 'good, attempt ' || attempt_count); END $$;
 CREATE FUNCTION maint_nothing(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$ BEGIN END $$;
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$ BEGIN END $$;
 CREATE FUNCTION maint_raise(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
   PERFORM public.maint_done(scope, key, fence, 'undone by the raise');
   RAISE EXCEPTION 'the completer gives up' USING ERRCODE = 'XX123';
 END $$;
 CREATE FUNCTION maint_reset_role(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN RESET ROLE; PERFORM public.maint_done(scope, key, fence, 'reset role'); END $$;
 CREATE FUNCTION maint_set_role(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN EXECUTE 'SET ROLE ' || quote_ident(SESSION_USER::text);
       PERFORM public.maint_done(scope, key, fence, 'set role'); END $$;
 CREATE FUNCTION maint_set_config_role(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN PERFORM pg_catalog.set_config('role', SESSION_USER::text, false);
       PERFORM public.maint_done(scope, key, fence, 'set_config role'); END $$;
 CREATE FUNCTION maint_session_authorization(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN EXECUTE 'SET SESSION AUTHORIZATION ' || quote_ident(SESSION_USER::text);
       PERFORM public.maint_done(scope, key, fence, 'session authorization'); END $$;
 CREATE FUNCTION maint_read_secret(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN PERFORM public.maint_done(scope, key, fence, (SELECT v FROM public.maint_secret)); END $$;
 CREATE FUNCTION maint_temp_function(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
   EXECUTE 'CREATE FUNCTION pg_temp.maint_trap() RETURNS text LANGUAGE sql AS $f$ SELECT CURRENT_USER::text $f$';
   PERFORM public.maint_done(scope, key, fence, 'left a temp function');
 END $$;
 CREATE FUNCTION maint_temp_table(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
   EXECUTE 'CREATE TEMP TABLE maint_secret (v text)';
   PERFORM public.maint_done(scope, key, fence, 'left a temp table');
 END $$;
 -- Sets settings for whoever runs next; the next completer reports what it sees.
 CREATE FUNCTION maint_set_settings(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
   PERFORM pg_catalog.set_config('maint.planted', 'by the previous completer', false);
   PERFORM pg_catalog.set_config('search_path', 'public', false);
@@ -120,7 +123,7 @@ BEGIN
   PERFORM public.maint_done(scope, key, fence, 'set settings');
 END $$;
 CREATE FUNCTION maint_read_settings(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
   PERFORM public.maint_done(scope, key, fence,
       pg_catalog.concat_ws(', ', pg_catalog.current_setting('maint.planted', true),
@@ -128,6 +131,11 @@ BEGIN
                            pg_catalog.current_setting('work_mem'),
                            pg_catalog.current_setting('statement_timeout')));
 END $$;
+-- Not SECURITY DEFINER: the C++ engine runs it as its owner; the portable
+-- engine cannot, and refuses it (README, the function table).
+CREATE FUNCTION maint_invoker(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.maint_done(scope, key, fence, 'invoker'); END $$;
 DO $$
 DECLARE f regprocedure;
 BEGIN
@@ -141,10 +149,10 @@ INSERT INTO idem.scope_policy (scope, completer)
 SELECT 'c_' || s, 'maint_' || s || '(text, text, bigint, text, integer)'
   FROM unnest(ARRAY['good', 'nothing', 'raise', 'reset_role', 'set_role', 'set_config_role',
                     'session_authorization', 'read_secret', 'temp_function', 'temp_table',
-                    'set_settings', 'read_settings']) AS s;
+                    'set_settings', 'read_settings', 'invoker']) AS s;
 
 -- A key of `scope`, abandoned `minutes` ago (due for its completer, in that order).
-CREATE FUNCTION pg_temp.abandoned(scope text, minutes int) RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION pg_temp.abandoned(scope text, minutes int) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
   PERFORM idem.claim_idempotency_key(scope, 'k', 'h');
   UPDATE idem.idempotency_request r
@@ -162,6 +170,10 @@ $$;
 SELECT pg_temp.abandoned('c_good', 1);
 SELECT idem.run_maintenance() AS good;
 SELECT pg_temp.outcome('c_good');
+
+SELECT pg_temp.abandoned('c_invoker', 1);
+SELECT idem.run_maintenance() AS invoker;
+SELECT pg_temp.outcome('c_invoker');
 
 -- One that records nothing, and one that raises: failures, the raise's work
 -- undone, the worker's claim kept (the attempt counts).
@@ -190,8 +202,9 @@ SELECT count(*) AS caller_temp_objects FROM pg_proc WHERE pronamespace = pg_my_t
 SELECT to_regclass('pg_temp.maint_secret') AS temp_table_left;
 SELECT CURRENT_USER = SESSION_USER AS caller_unchanged;
 
--- Settings a completer changes are put back when it returns: the next one
--- and the caller run with their own.
+-- Settings a completer changes reach neither the next one nor the caller:
+-- the C++ engine puts them back when it returns; the portable engine, which
+-- cannot, undoes a completer that leaves one changed.
 SET work_mem = '4MB';
 SELECT pg_temp.abandoned('c_set_settings', 2);
 SELECT pg_temp.abandoned('c_read_settings', 1);
