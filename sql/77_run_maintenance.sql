@@ -152,7 +152,7 @@ SELECT 'c_' || s, 'maint_' || s || '(text, text, bigint, text, integer)'
                     'set_settings', 'read_settings', 'invoker']) AS s;
 
 -- A key of `scope`, abandoned `minutes` ago (due for its completer, in that order).
-CREATE FUNCTION pg_temp.abandoned(scope text, minutes int) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
+CREATE FUNCTION pg_temp.abandoned(scope text, minutes int) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM idem.claim_idempotency_key(scope, 'k', 'h');
   UPDATE idem.idempotency_request r
