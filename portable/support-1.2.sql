@@ -147,7 +147,8 @@ REVOKE ALL ON FUNCTION idem.portable_session_temp_objects() FROM PUBLIC;
 -- settings without the library, which pg_settings does not show). The C++
 -- engine gives each completer its own level of settings and undoes it; SQL
 -- cannot, so a completer that leaves one of these changed is undone instead.
--- Other custom settings (a.b) are invisible to SQL: README says so.
+-- Other custom settings (a.b) are invisible to SQL: README says so. Its own
+-- SET clause hides search_path, which the caller reads itself.
 CREATE FUNCTION idem.portable_session_settings()
 RETURNS jsonb
 LANGUAGE sql STABLE
@@ -155,7 +156,6 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT COALESCE(jsonb_object_agg(s.name, s.setting), '{}'::jsonb)
   FROM (SELECT g.name, g.setting FROM pg_catalog.pg_settings g
-         WHERE g.name <> 'search_path'        -- the pinned path of the functions on the stack
         UNION ALL
         SELECT n.name, current_setting(n.name, true)
           FROM unnest(ARRAY['idem.lock_timeout', 'idem.retention', 'idem.bind_lock_to_session',
@@ -181,6 +181,7 @@ DECLARE
     temp_before text;
     temp_after text;
     settings_before jsonb;
+    path_before text;
     changed text;
     state text;
     message text;
@@ -206,6 +207,7 @@ BEGIN
      WHERE p.oid = completer;
     temp_before := idem.portable_session_temp_objects();
     settings_before := idem.portable_session_settings();
+    path_before := current_setting('search_path');
     BEGIN
         EXECUTE call USING scope, key, c.fence, c.recovery_point, c.attempt_count;
         temp_after := idem.portable_session_temp_objects();
@@ -217,8 +219,9 @@ BEGIN
                              'for the caller or the next completer.';
         END IF;
         SELECT string_agg(a.key, ', ' ORDER BY a.key) INTO changed
-          FROM jsonb_each_text(idem.portable_session_settings()) a
-         WHERE a.value IS DISTINCT FROM settings_before->>a.key;
+          FROM jsonb_each_text(idem.portable_session_settings()
+                               || jsonb_build_object('search_path', current_setting('search_path'))) a
+         WHERE a.value IS DISTINCT FROM (settings_before || jsonb_build_object('search_path', path_before))->>a.key;
         IF changed IS NOT NULL THEN
             RAISE EXCEPTION 'the completer left a setting changed: %', changed
                 USING ERRCODE = '42501',

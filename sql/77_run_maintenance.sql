@@ -131,6 +131,14 @@ BEGIN
                            pg_catalog.current_setting('work_mem'),
                            pg_catalog.current_setting('statement_timeout')));
 END $$;
+-- The way a completer changes a setting in both engines: a SET clause, and
+-- SET LOCAL inside (undone when the function returns).
+CREATE FUNCTION maint_local_settings(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET statement_timeout = '5s' AS $$
+BEGIN
+  SET LOCAL statement_timeout = '7s';
+  PERFORM public.maint_done(scope, key, fence, pg_catalog.current_setting('statement_timeout'));
+END $$;
 -- Not SECURITY DEFINER: the C++ engine runs it as its owner; the portable
 -- engine cannot, and refuses it (README, the function table).
 CREATE FUNCTION maint_invoker(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
@@ -149,7 +157,7 @@ INSERT INTO idem.scope_policy (scope, completer)
 SELECT 'c_' || s, 'maint_' || s || '(text, text, bigint, text, integer)'
   FROM unnest(ARRAY['good', 'nothing', 'raise', 'reset_role', 'set_role', 'set_config_role',
                     'session_authorization', 'read_secret', 'temp_function', 'temp_table',
-                    'set_settings', 'read_settings', 'invoker']) AS s;
+                    'set_settings', 'read_settings', 'local_settings', 'invoker']) AS s;
 
 -- A key of `scope`, abandoned `minutes` ago (due for its completer, in that order).
 CREATE FUNCTION pg_temp.abandoned(scope text, minutes int) RETURNS void LANGUAGE plpgsql AS $$
@@ -206,10 +214,12 @@ SELECT CURRENT_USER = SESSION_USER AS caller_unchanged;
 -- the C++ engine puts them back when it returns; the portable engine, which
 -- cannot, undoes a completer that leaves one changed.
 SET work_mem = '4MB';
-SELECT pg_temp.abandoned('c_set_settings', 2);
-SELECT pg_temp.abandoned('c_read_settings', 1);
+SELECT pg_temp.abandoned('c_set_settings', 3);
+SELECT pg_temp.abandoned('c_read_settings', 2);
+SELECT pg_temp.abandoned('c_local_settings', 1);
 SELECT idem.run_maintenance() AS settings;
 SELECT pg_temp.outcome('c_set_settings') AS set_settings, pg_temp.outcome('c_read_settings') AS read_settings;
+SELECT pg_temp.outcome('c_local_settings') AS local_settings;
 SELECT current_setting('maint.planted', true) AS planted, current_setting('work_mem') AS work_mem,
        current_setting('statement_timeout') AS statement_timeout;
 RESET work_mem;
