@@ -96,6 +96,19 @@ RESET ROLE;
 SELECT r.scope, r.status, r.claimed_by, r.response_body->>'ran_as' AS ran_as, r.response_body->>'what' AS what
   FROM idem.idempotency_request r ORDER BY r.scope;
 
+-- One call is bounded: at most 10 batches of idem.batch_size a stage (a
+-- plain setting without the library), and "more" says work is left.
 DELETE FROM idem.scope_policy;
+SELECT count(*) AS stale_keys
+  FROM generate_series(1, 12) g, idem.claim_idempotency_key('bulk', 'k' || g, 'h');
+UPDATE idem.idempotency_request SET locked_until = now() - interval '1 second' WHERE scope = 'bulk';
+SET ROLE maint_ops;
+SET idem.batch_size = 1;
+SELECT r->'swept' AS swept, r->'batches' AS batches, r->'more' AS more FROM idem.run_maintenance() r;
+SELECT r->'swept' AS swept, r->'batches' AS batches, r->'more' AS more FROM idem.run_maintenance() r;
+SET idem.batch_size = 'many';
+SELECT idem.run_maintenance();
+RESET idem.batch_size;
+RESET ROLE;
 DROP OWNED BY maint_app, maint_ops;
 DROP ROLE maint_app, maint_ops;
