@@ -28,6 +28,8 @@ DECLARE
     due_count integer := 0;
     ending text;
 BEGIN
+    -- Refused as a whole where nothing may be written, naming this call.
+    PERFORM idem.portable_require_writable('idem.run_maintenance()');
     FOREACH stage IN ARRAY ARRAY['sweep', 'exhaust', 'completers', 'purge_keys',
                                   'purge_messages', 'purge_events'] LOOP
         IF stage = 'completers' THEN
