@@ -11,7 +11,7 @@
 -- number of batches per stage, so one call is bounded. It runs in the
 -- caller's transaction; each completer runs as the role that owns it, in a
 -- subtransaction of its own (docs/operating.md, "run_maintenance").
--- Returns the counts per stage (README, "run_maintenance's report").
+-- Returns the counts per stage (README, "run_maintenance").
 CREATE FUNCTION idem.run_maintenance()
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'idem_run_maintenance'

@@ -6,7 +6,7 @@
 // batches, so each stage runs at most batches_per_stage batches of
 // idem.batch_size in the caller's transaction, and the report says when one
 // stopped there with work left ("more"). Returns the counts per stage as
-// jsonb; README, "run_maintenance's report", names the keys.
+// jsonb; README, "run_maintenance", names the keys.
 #include "keys/maintenance.hpp"
 #include "keys/stats.hpp"
 #include "messages/message_maintenance.hpp"
