@@ -582,8 +582,7 @@ BEGIN
                 EXIT;
             END IF;
         END IF;
-        -- Lost a race: the next look uses a fresh clock, as the C++ claim's.
-        now := pg_catalog.clock_timestamp();
+        -- Lost a race: look again, under the same clock (as the C++ claim).
     END LOOP;
     IF kind IS NULL THEN
         RAISE EXCEPTION 'could not claim the idempotency key: it kept changing under contention'
