@@ -251,16 +251,18 @@ BEGIN
                       WHEN '' THEN base_usecs
                       WHEN 'us' THEN 1 WHEN 'ms' THEN 1000 WHEN 's' THEN 1000000
                       WHEN 'min' THEN 60000000 WHEN 'h' THEN 3600000000 WHEN 'd' THEN 86400000000 END;
-    IF parts IS NULL OR unit_usecs IS NULL THEN
+    IF parts IS NULL THEN
+        RAISE EXCEPTION 'invalid value for parameter "%": "%"', name, raw USING ERRCODE = '22023';
+    END IF;
+    IF unit_usecs IS NULL THEN
         RAISE EXCEPTION 'invalid value for parameter "%": "%"', name, raw
             USING ERRCODE = '22023',
-                  HINT = CASE WHEN parts IS NOT NULL
-                              THEN 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".' END;
+                  HINT = 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".';
     END IF;
     value := pg_catalog.round(parts[1]::numeric * unit_usecs / base_usecs);
     IF value < min_value OR value > max_value THEN
         RAISE EXCEPTION '%', pg_catalog.format('%s%s is outside the valid range for parameter "%s" (%s .. %s)',
-                                               value, CASE WHEN parts[2] = '' THEN '' ELSE ' ' || base_unit END,
+                                               value, ' ' || base_unit,
                                                name, min_value, max_value)
             USING ERRCODE = '22023';
     END IF;
