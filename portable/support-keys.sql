@@ -373,7 +373,7 @@ REVOKE ALL ON FUNCTION idem.portable_session_token_of(timestamptz) FROM PUBLIC;
 -- C++ engine without its registry).
 CREATE FUNCTION idem.portable_session_token()
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -611,7 +611,7 @@ REVOKE ALL ON FUNCTION idem.portable_claim_once(text, text, text, text, interval
 CREATE FUNCTION idem.portable_explain_refusal(scope text, key text, fence bigint,
                                               not_owned_sqlstate text, operation text)
 RETURNS void
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -645,7 +645,7 @@ REVOKE ALL ON FUNCTION idem.portable_explain_refusal(text, text, bigint, text, t
 -- One LOG line per use of a by-key tool (log_tool_use, src/keys/key_tools.cpp).
 CREATE FUNCTION idem.portable_log_tool_use(tool text, scope text, key text, what text)
 RETURNS void
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -666,7 +666,7 @@ REVOKE ALL ON FUNCTION idem.portable_log_tool_use(text, text, text, text) FROM P
 -- meanwhile (40001). Logs the refusal, then raises it.
 CREATE FUNCTION idem.portable_refuse_tool(tool text, scope text, key text)
 RETURNS void
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
