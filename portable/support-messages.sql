@@ -366,35 +366,18 @@ REVOKE ALL ON FUNCTION idem.portable_msg_quoted(text, integer) FROM PUBLIC;
 
 -- idem.inbox_retention as consume_once uses it: NULL for -1 (forever), else
 -- that many seconds (7 days when unset). Without the library the setting is
--- a placeholder that takes any text, so the value is judged here, with the
--- words PostgreSQL's GUC code uses when the library's definition refuses it
--- at SET time (src/messages/message_maintenance.cpp: an integer of seconds,
--- -1 .. 2147483647, units us ms s min h d, and not 0).
+-- a placeholder that takes any text, so it is judged here, by the key
+-- store's rule for an integer setting with units (idem.portable_int_setting,
+-- portable/support-keys.sql), and 0 with the words of the library's check
+-- (src/messages/message_maintenance.cpp), at use instead of at SET.
 CREATE FUNCTION idem.portable_msg_inbox_retention()
 RETURNS interval
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    setting text := COALESCE(NULLIF(pg_catalog.current_setting('idem.inbox_retention', true), ''), '604800');
-    parts text[];
-    seconds numeric;
+    seconds integer := idem.portable_int_setting('idem.inbox_retention', 604800, 's', -1, 2147483647);
 BEGIN
-    parts := pg_catalog.regexp_match(pg_catalog.btrim(setting), '^([-+]?[0-9]+(?:\.[0-9]*)?|[-+]?\.[0-9]+)\s*([a-z]*)$');
-    IF parts IS NULL OR parts[2] NOT IN ('', 'us', 'ms', 's', 'min', 'h', 'd')
-       OR (parts[2] = '' AND parts[1] !~ '^[-+]?[0-9]+$') THEN
-        RAISE EXCEPTION 'invalid value for parameter "idem.inbox_retention": "%"', setting
-            USING ERRCODE = '22023',
-                  HINT = CASE WHEN parts IS NOT NULL AND parts[2] <> ''
-                              THEN 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".' END;
-    END IF;
-    seconds := pg_catalog.round(parts[1]::numeric * CASE parts[2] WHEN 'us' THEN 0.000001 WHEN 'ms' THEN 0.001
-                                                                  WHEN 'min' THEN 60 WHEN 'h' THEN 3600
-                                                                  WHEN 'd' THEN 86400 ELSE 1 END);
-    IF seconds < -1 OR seconds > 2147483647 THEN
-        RAISE EXCEPTION '% is outside the valid range for parameter "idem.inbox_retention" (-1 .. 2147483647)', seconds
-            USING ERRCODE = '22023';
-    END IF;
     IF seconds = 0 THEN
         RAISE EXCEPTION 'invalid value for parameter "idem.inbox_retention": 0'
             USING ERRCODE = '22023',
@@ -403,7 +386,7 @@ BEGIN
     IF seconds = -1 THEN
         RETURN NULL;
     END IF;
-    RETURN pg_catalog.make_interval(secs => seconds::double precision);
+    RETURN pg_catalog.make_interval(secs => seconds);
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_msg_inbox_retention() FROM PUBLIC;
