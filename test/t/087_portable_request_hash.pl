@@ -187,5 +187,16 @@ for my $bytes ("''", "'\\x00ff'", "convert_to('é€😀', 'UTF8')", "decode(rep
 	is($node->safe_psql('port', $sql), $node->safe_psql('cpp', $sql), encode('UTF-8', "request_hash(bytea) of $bytes"));
 }
 
+# The outbox's delivery key, request_hash of [scope, key, event_type], which
+# the portable outbox_put writes out without the canonicalizer.
+my $puts = join "\n", map {
+	my ($scope, $key, $type) = map { my $t = $_; $t =~ s/'/''/g; "'$t'" } @$_;
+	"SELECT idem.outbox_put($scope, $key, $type, '{}');"
+} (['orders', 'k1', 'receipt'], ["q\"uote", "back\\slash", "ctl\x{1}\x{1F}\x{7F}\t\n"],
+	['😀', "\x{E000}\x{FFFF}", 'a/b'], ["'", 'é€', ' ']);
+my $keys = q{SELECT string_agg(delivery_key, ' ' ORDER BY id) FROM idem.outbox_event};
+$node->safe_psql($_, encode('UTF-8', $puts)) for ('cpp', 'port');
+is($node->safe_psql('port', $keys), $node->safe_psql('cpp', $keys), 'outbox delivery keys are the same');
+
 $node->stop;
 done_testing();
