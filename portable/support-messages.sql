@@ -185,9 +185,11 @@ REVOKE ALL ON FUNCTION idem.portable_jcs_utf16_key(text) FROM PUBLIC;
 
 -- The canonical text of one array or object, recursively (scalars are
 -- written where they are met, without a call). Errors come in the order
--- the C++ parser meets them, jsonb's order: an aggregate evaluates its
--- arguments row by row as jsonb_each / jsonb_array_elements return them,
--- and only then sorts. Called only for documents at most
+-- the C++ parser meets them, jsonb's order: the sort's input, each
+-- member's text, is computed row by row as jsonb_each /
+-- jsonb_array_elements return them (PostgreSQL postpones past a sort only
+-- volatile expressions, or expensive ones under a LIMIT), and only then
+-- sorted. ARRAY(... ORDER BY) costs less than an ordered aggregate. Called only for documents at most
 -- portable_jcs_recursion_limit levels deep (idem.portable_jcs), so the
 -- recursion stays far from max_stack_depth.
 CREATE FUNCTION idem.portable_jcs_container(doc jsonb)
@@ -197,8 +199,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF pg_catalog.jsonb_typeof(doc) OPERATOR(pg_catalog.=) 'object' THEN
-        RETURN '{' || COALESCE((
-            SELECT pg_catalog.string_agg(
+        RETURN '{' || pg_catalog.array_to_string(ARRAY(
+            SELECT (
                        pg_catalog.to_jsonb(m.key)::text || ':' ||
                        CASE pg_catalog.jsonb_typeof(m.value)
                          WHEN 'object' THEN idem.portable_jcs_container(m.value)
@@ -209,13 +211,13 @@ BEGIN
                                  AND m.value::text OPERATOR(pg_catalog.!~) '^-?0\.000000'
                                 THEN m.value::text
                                 ELSE idem.portable_jcs_number(m.value::text) END
-                         ELSE m.value::text END,
-                       ',' ORDER BY CASE WHEN m.key OPERATOR(pg_catalog.~) '[\ue000-\U0010ffff]'
-                                         THEN idem.portable_jcs_utf16_key(m.key) ELSE m.key END COLLATE "C")
-              FROM pg_catalog.jsonb_each(doc) AS m), '') || '}';
+                         ELSE m.value::text END)
+              FROM pg_catalog.jsonb_each(doc) AS m
+             ORDER BY CASE WHEN m.key OPERATOR(pg_catalog.~) '[\ue000-\U0010ffff]'
+                           THEN idem.portable_jcs_utf16_key(m.key) ELSE m.key END COLLATE "C"), ',') || '}';
     ELSIF pg_catalog.jsonb_typeof(doc) OPERATOR(pg_catalog.=) 'array' THEN
-        RETURN '[' || COALESCE((
-            SELECT pg_catalog.string_agg(
+        RETURN '[' || pg_catalog.array_to_string(ARRAY(
+            SELECT (
                        CASE pg_catalog.jsonb_typeof(e.value)
                          WHEN 'object' THEN idem.portable_jcs_container(e.value)
                          WHEN 'array' THEN idem.portable_jcs_container(e.value)
@@ -225,9 +227,9 @@ BEGIN
                                  AND e.value::text OPERATOR(pg_catalog.!~) '^-?0\.000000'
                                 THEN e.value::text
                                 ELSE idem.portable_jcs_number(e.value::text) END
-                         ELSE e.value::text END,
-                       ',' ORDER BY e.ordinality)
-              FROM pg_catalog.jsonb_array_elements(doc) WITH ORDINALITY AS e), '') || ']';
+                         ELSE e.value::text END)
+              FROM pg_catalog.jsonb_array_elements(doc) WITH ORDINALITY AS e
+             ORDER BY e.ordinality), ',') || ']';
     ELSIF pg_catalog.jsonb_typeof(doc) OPERATOR(pg_catalog.=) 'number' THEN
         RETURN idem.portable_jcs_number(doc::text);
     END IF;

@@ -122,6 +122,10 @@ for (1 .. 600) {
 	push @docs, '{' . join(', ', @members) . '}';
 }
 push @docs, '{"\ue000": 1, "\ud83d\ude00": 2, "\uffff": 3, "a": 4, "\ud7ff": 5, "\ud800\udc00": 6, "": 7}';
+# Two bad numbers: the one first in jsonb's order (shorter names first) is
+# reported, though RFC 8785's order puts the other first.
+push @docs, '{"b": 1e400, "aa": 123456789012345678}', '{"aa": 1e400, "b": 123456789012345678}',
+  '[{"b": [1, 0.10000000000000001], "aa": 1e-400}]';
 push @docs, '"\u0001\u001f\u007f\"\\\/\b\f\n\r\t é€😀"';
 
 # Nesting: the recursive writer's limit (64), the loop, the C++ limit (1000),
