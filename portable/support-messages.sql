@@ -85,22 +85,26 @@ BEGIN
         why := pg_catalog.format('it has %s significant digits, more than an IEEE 754 double keeps (17 at most)',
                                  pg_catalog.length(sent.digits));
     ELSE
-        -- Near the ends of the range the nearest double may be 0 or
-        -- infinite, which float8in refuses (22003): the C++ engine's
-        -- too large / too small. Elsewhere the cast cannot fail, and no
-        -- subtransaction is spent on it.
-        IF sent.point OPERATOR(pg_catalog.>=) 307 OR sent.point OPERATOR(pg_catalog.<=) -307 THEN
-            BEGIN
-                magnitude := (sent.digits || 'e' || (sent.point OPERATOR(pg_catalog.-) pg_catalog.length(sent.digits)
-                                                     OPERATOR(pg_catalog.+) 1)::text)::float8;
-            EXCEPTION WHEN numeric_value_out_of_range THEN
-                magnitude := NULL;
-            END;
+        -- Past the ends of the range the nearest double is infinite or 0,
+        -- which float8in refuses (22003); an exception block cannot catch
+        -- that in a parallel worker (request_hash is PARALLEL SAFE), so the
+        -- bounds are compared exactly first: from 2^1024 - 2^970 up a
+        -- number rounds to infinity, up to 2^-1075 to 0 (ties to even).
+        IF sent.point OPERATOR(pg_catalog.>=) 308
+           AND (sent.digits || 'e' || (sent.point OPERATOR(pg_catalog.-) pg_catalog.length(sent.digits)
+                                       OPERATOR(pg_catalog.+) 1)::text)::numeric
+               OPERATOR(pg_catalog.>=) (pg_catalog.power(2::numeric, 1024) OPERATOR(pg_catalog.-) pg_catalog.power(2::numeric, 970)) THEN
+            magnitude := 'infinity';
+        ELSIF sent.point OPERATOR(pg_catalog.<=) -323
+              AND ((sent.digits || 'e' || (sent.point OPERATOR(pg_catalog.-) pg_catalog.length(sent.digits)
+                                          OPERATOR(pg_catalog.+) 1)::text)::numeric
+                  OPERATOR(pg_catalog.*) pg_catalog.power(2::numeric, 1075)) OPERATOR(pg_catalog.<=) 1 THEN
+            magnitude := 0;
         ELSE
             magnitude := (sent.digits || 'e' || (sent.point OPERATOR(pg_catalog.-) pg_catalog.length(sent.digits)
                                                  OPERATOR(pg_catalog.+) 1)::text)::float8;
         END IF;
-        IF magnitude IS NULL OR magnitude OPERATOR(pg_catalog.=) 0
+        IF magnitude OPERATOR(pg_catalog.=) 0
            OR magnitude OPERATOR(pg_catalog.=) 'infinity'::float8 THEN
             why := CASE WHEN sent.point OPERATOR(pg_catalog.>) 0
                         THEN 'its magnitude is too large for an IEEE 754 double'

@@ -185,6 +185,20 @@ ok(($kinds{hash} // 0) > 1000, 'many documents hashed');
 ok(($kinds{P4005} // 0) > 100, 'many numbers refused as inexact (P4005)');
 ok(($kinds{'54001'} // 0) >= 4, 'documents nested too deeply (54001)');
 
+# request_hash is PARALLEL SAFE: the documents that hash, hashed again by
+# parallel workers alone (its bodies must do nothing a worker may not, such
+# as starting a subtransaction), give the same hex.
+my @hashed = map { $_ + 1 } grep { ($answers{cpp}[$_] // '') =~ /^\d+ [0-9a-f]{64}$/ } 0 .. $#docs;
+my $parallel = $node->safe_psql('port', "SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0;
+	SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; SET parallel_leader_participation = off;
+	ALTER TABLE hash_docs SET (parallel_workers = 2);
+	SELECT n || ' ' || idem.request_hash(doc::jsonb) FROM hash_docs WHERE n = ANY ('{" . join(',', @hashed) . "}') ORDER BY n");
+my $serial = join "\n", grep { /^\d+ [0-9a-f]{64}$/ } @{ $answers{cpp} };
+is($parallel, $serial, sprintf('%d documents hashed by parallel workers', scalar @hashed));
+like($node->safe_psql('port', "SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0;
+	SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
+	EXPLAIN SELECT idem.request_hash(doc::jsonb) FROM hash_docs"), qr/Gather/, 'the plan is parallel');
+
 # bytea: the digest of the bytes themselves.
 for my $bytes ("''", "'\\x00ff'", "convert_to('é€😀', 'UTF8')", "decode(repeat('ab', 100000), 'hex')") {
 	my $sql = encode('UTF-8', "SELECT idem.request_hash(${bytes}::bytea)");
