@@ -1,6 +1,12 @@
 -- The portable engine's helpers for idem.request_hash (RFC 8785, JCS) and
--- for the inbox and outbox. Internal: called from the engine's own bodies,
--- which run as the extension's owner; PUBLIC may execute none of them.
+-- for the inbox and outbox.
+--
+-- idem.request_hash is granted to PUBLIC and runs as its caller (it is not
+-- SECURITY DEFINER, as the C function is not), so its helpers below are
+-- granted to PUBLIC too: like request_hash they are pure functions of their
+-- arguments that read no table and reveal nothing. The inbox's and
+-- outbox's helpers are called only from SECURITY DEFINER bodies, which run
+-- as the extension's owner; PUBLIC may execute none of them.
 
 -- ---- RFC 8785 canonical JSON (src/pure/jcs.cpp, src/pure/jcs_number.cpp) ----
 -- The C++ engine canonicalizes the document's text (jsonb's output) with a
@@ -28,7 +34,7 @@ AS $$
                     FROM (SELECT pg_catalog.split_part(pg_catalog.ltrim(lower($1), '-'), 'e', 1) AS mantissa,
                                  COALESCE(NULLIF(pg_catalog.split_part(lower($1), 'e', 2), '')::integer, 0) AS exponent) b) m) s
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_digits(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_digits(text) TO PUBLIC;
 
 -- ECMAScript's Number::toString (ECMA-262 7.1.12.1) of
 -- (-1)^negative * 0.digits * 10^(point + 1), as append_ecmascript writes it.
@@ -51,7 +57,7 @@ AS $$
          END
     FROM (SELECT pg_catalog.length($2) AS k, $3 OPERATOR(pg_catalog.+) 1 AS n) k
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_ecmascript(boolean, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_ecmascript(boolean, text, integer) TO PUBLIC;
 
 -- The canonical form of one JSON number as jsonb writes it (plain decimal:
 -- numeric never writes an exponent), or P4005 with the C++ engine's words
@@ -160,7 +166,7 @@ BEGIN
     RETURN idem.portable_jcs_ecmascript(negative, sent.digits, sent.point);
 END
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_number(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_number(text) TO PUBLIC;
 
 -- A member name's sort key: RFC 8785 orders names by their UTF-16 code
 -- units, which is code point order (text's under COLLATE "C" in UTF-8)
@@ -185,7 +191,7 @@ AS $$
     FROM (SELECT u.ch, pg_catalog.ascii(u.ch) AS cp, u.ord
             FROM pg_catalog.unnest(pg_catalog.string_to_array($1, NULL)) WITH ORDINALITY AS u(ch, ord)) c
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_utf16_key(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_utf16_key(text) TO PUBLIC;
 
 -- The canonical text of one array or object, recursively (scalars are
 -- written where they are met, without a call). Errors come in the order
@@ -240,7 +246,7 @@ BEGIN
     RETURN doc::text;
 END
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_container(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_container(jsonb) TO PUBLIC;
 
 -- The same for a deep document, without recursion: a loop over the tokens
 -- of jsonb's text with an explicit stack, as the C++ parser reads it, which
@@ -312,7 +318,7 @@ BEGIN
     RAISE EXCEPTION 'JSON canonicalization found no value' USING ERRCODE = 'P4099';
 END
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_deep(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_deep(text) TO PUBLIC;
 
 -- RFC 8785's canonical form of a document (what idem.request_hash hashes).
 -- Documents with few brackets (counted in the text, strings included: an
@@ -344,7 +350,7 @@ BEGIN
     RETURN idem.portable_jcs_container(document);
 END
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs(jsonb) TO PUBLIC;
 
 -- ---- the inbox's and outbox's error wording (src/pg/message_text.cpp) ----
 
