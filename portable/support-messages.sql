@@ -339,13 +339,17 @@ BEGIN
     END IF;
     written := document::text;
     brackets := pg_catalog.length(written) OPERATOR(pg_catalog.-) pg_catalog.length(pg_catalog.translate(written, '[{', ''));
-    IF brackets OPERATOR(pg_catalog.>) 64 AND (
-         SELECT pg_catalog.max(d.depth) OPERATOR(pg_catalog.>) 64
+    -- Two IFs: a condition holding a query is no simple expression, and
+    -- PL/pgSQL would start the executor for it even when its first half is
+    -- false, for every document.
+    IF brackets OPERATOR(pg_catalog.>) 64 THEN
+      IF (SELECT pg_catalog.max(d.depth) OPERATOR(pg_catalog.>) 64
            FROM (SELECT pg_catalog.sum(CASE WHEN t.m[1] OPERATOR(pg_catalog.=) ANY ('{"[","{"}'::text[]) THEN 1
                                             WHEN t.m[1] OPERATOR(pg_catalog.=) ANY ('{"]","}"}'::text[]) THEN -1
                                             ELSE 0 END) OVER (ORDER BY t.ord) AS depth
                    FROM pg_catalog.regexp_matches(written, '("(?:[^"\\]|\\.)*"|[\[\]{}])', 'g') WITH ORDINALITY AS t(m, ord)) d) THEN
         RETURN idem.portable_jcs_deep(written);
+      END IF;
     END IF;
     RETURN idem.portable_jcs_container(document);
 END
