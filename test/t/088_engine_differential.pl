@@ -677,7 +677,7 @@ sub mismatch_of {
 }
 
 # The shortest prefix that still differs, then without each single call
-# that is not needed for the difference.
+# (and each call inside a transaction) that is not needed for the difference.
 sub shrink {
 	my ($calls) = @_;
 	my $found;
@@ -689,6 +689,17 @@ sub shrink {
 	for (my $i = $#$found - 1; $i >= 0; $i--) {
 		my $without = [ @$found[ grep { $_ != $i } 0 .. $#$found ] ];
 		$found = $without if mismatch_of($without);
+	}
+	# Then the calls inside a transaction, one at a time.
+	for my $t (grep { $found->[$_]{fn} eq 'transaction' } 0 .. $#$found) {
+		my $inner = $found->[$t]{calls};
+		for (my $i = $#$inner; $i >= 0 && @$inner > 1; $i--) {
+			my %smaller = (%{ $found->[$t] }, calls => [ @$inner[ grep { $_ != $i } 0 .. $#$inner ] ]);
+			my $without = [ @$found[ 0 .. $t - 1 ], \%smaller, @$found[ $t + 1 .. $#$found ] ];
+			next unless mismatch_of($without);
+			$found = $without;
+			$inner = $smaller{calls};
+		}
 	}
 	return mismatch_of($found);
 }
