@@ -2,16 +2,17 @@
 # The proofs on the portable engine: the twin storm (test/t/101) and the
 # crash run (test/t/103) through prove with IDEM_ENGINE=portable, as
 # test/suites.sh runs test/t, and the pgTAP files on a database where the
-# portable engine was installed from dist/idem-portable.sql by the
-# database's owner, a role that is not superuser.
+# portable engine was installed by the database's owner, a role that is not
+# superuser: from dist/idem-portable.sql, and through pg_tle when the
+# installation has it.
 #
 #   IDEM_PORTABLE_BIN=<bindir> test/portable/proofs.sh [--work DIR] [--port N]
 #
 # IDEM_PORTABLE_BIN: the bindir of a PostgreSQL installation without idem's
 # library (default: pg_config's on PATH). The proofs start their own
 # clusters from it; pgTAP gets one on --port (default IDEM_TEST_PORT, else
-# 55432). pgTAP needs the pgtap extension in that installation; without it
-# that part says "skipped". Run as root, everything that starts a server
+# 55432). pgTAP needs the pgtap extension in that installation, and its
+# pg_tle pass pg_tle; without them that part says "skipped". Run as root, everything that starts a server
 # runs as postgres. Prints closing lines
 #   portable-proofs: N passed, N failed
 #   portable-pgtap: N passed, N failed
@@ -41,10 +42,12 @@ done
 BIN=${IDEM_PORTABLE_BIN:-$(pg_config --bindir)}
 [ -x "$BIN/postgres" ] || { echo "proofs.sh: no postgres in $BIN (IDEM_PORTABLE_BIN)" >&2; exit 2; }
 # The point of the pass: no library of idem's can be loaded.
-if compgen -G "$("$BIN/pg_config" --pkglibdir)/idem*" >/dev/null; then
-  echo "proofs.sh: $("$BIN/pg_config" --pkglibdir) holds idem's library; give an installation without it" >&2
-  exit 2
-fi
+for d in "$("$BIN/pg_config" --pkglibdir)" "$("$BIN/pg_config" --sharedir)/extension"; do
+  if compgen -G "$d/idem*" >/dev/null; then
+    echo "proofs.sh: $d holds idem's C++ engine; give an installation without it" >&2
+    exit 2
+  fi
+done
 [ -f dist/idem-portable.sql ] || { echo "proofs.sh: dist/idem-portable.sql is missing (make portable)" >&2; exit 2; }
 [ -n "$WORK" ] || WORK=$(mktemp -d "${TMPDIR:-/tmp}/idem-portable-proofs.XXXXXX")
 mkdir -p "$WORK/tmp"
@@ -87,42 +90,76 @@ grep -h -oE '# (engine|storm|crash):.*' "$WORK"/tmp_check/log/regress_log_* 2>/d
 read -r proofs_passed proofs_failed < <(count_tap "$log" $st)
 
 # --- pgTAP ---
+# Two ways in, each in a database of its own owned by a role that is not
+# superuser: "file" runs dist/idem-portable.sql as the owner, on a server
+# that loads no library; "pgtle" (when the installation has pg_tle: it needs
+# the preload, so the server restarts with it) runs dist/idem-pgtle.sql and
+# CREATE EXTENSION idem as the owner, granted pgtle_admin. pgtap is not a
+# trusted extension: the superuser creates it.
 pgtap_passed=0 pgtap_failed=0
-if ! compgen -G "$("$BIN/pg_config" --sharedir)/extension/pgtap.control" >/dev/null; then
-  echo "  pgTAP: skipped (no pgtap extension in $("$BIN/pg_config" --sharedir)/extension)"
+dir=$WORK/pgtap
+sql() { as_user "$BIN/psql" -XAtq -v ON_ERROR_STOP=1 "$@"; }
+run_pgtap() {  # mode
+  local mode=$1 db=idem_pgtap_$1 owner=idem_owner_$1 log=$WORK/pgtap-$1.log st p f
+  {
+    sql -U postgres -d postgres -c "CREATE ROLE $owner LOGIN" -c "CREATE DATABASE $db OWNER $owner" &&
+      sql -U postgres -d "$db" -c 'CREATE EXTENSION pgtap' &&
+      if [ "$mode" = file ]; then
+        sql -U "$owner" -d "$db" -f dist/idem-portable.sql
+      else
+        sql -U postgres -d "$db" -c 'CREATE EXTENSION pg_tle' -c "GRANT pgtle_admin TO $owner" &&
+          sql -U "$owner" -d "$db" -f dist/idem-pgtle.sql -c 'CREATE EXTENSION idem'
+      fi
+  } >"$log" 2>&1 || {
+    echo "  pgTAP ($mode): installing pgtap and the portable engine failed:"
+    tail -n 20 "$log" | sed 's/^/    /'
+    pgtap_failed=$((pgtap_failed + 1))
+    return
+  }
+  local how
+  how=$(sql -U "$owner" -d "$db" -c "SELECT 'CREATE EXTENSION idem ' || extversion FROM pg_extension WHERE extname = 'idem'")
+  [ -n "$how" ] || how="SQL file, idem.installed_version $(sql -U "$owner" -d "$db" -c 'SELECT version FROM idem.installed_version')"
+  echo "  pgTAP ($mode): $how, as $owner (not superuser)"
+  as_user env PATH="$BIN:$PATH" pg_prove -U "$owner" -d "$db" pgtap/*.sql >>"$log" 2>&1
+  st=$?
+  grep -E '^pgtap/|^#|^Files=|^Result' "$log" | sed 's/^/    /'
+  [ $st -eq 0 ] || sed -n '/^Test Summary Report/,/^Files=/p' "$log" | grep -v '^Files=' | sed 's/^/    /'
+  read -r p f < <(count_tap "$log" $st)
+  pgtap_passed=$((pgtap_passed + p)) pgtap_failed=$((pgtap_failed + f))
+}
+server() {  # start|stop
+  if [ "$1" = start ]; then
+    as_user "$BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null || { cat "$dir/server.log"; exit 1; }
+  else
+    as_user "$BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1
+  fi
+}
+extdir=$("$BIN/pg_config" --sharedir)/extension
+if [ ! -f "$extdir/pgtap.control" ]; then
+  echo "  pgTAP: skipped (no pgtap extension in $extdir)"
 else
-  dir=$WORK/pgtap
   mkdir -p "$dir/socket"
   [ "$(id -u)" -eq 0 ] && chown -R postgres "$dir"
   as_user "$BIN/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log"; exit 1; }
-  # No shared_preload_libraries: nothing of idem's is loaded.
   cat >>"$dir/data/postgresql.conf" <<CONF
 listen_addresses = ''
 unix_socket_directories = '$dir/socket'
 port = $PORT
 fsync = off
 CONF
-  as_user "$BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null || { cat "$dir/server.log"; exit 1; }
   export PGHOST=$dir/socket PGPORT=$PORT
-  log=$WORK/pgtap.log
-  # pgtap is not a trusted extension: the superuser creates it; the engine
-  # is installed by the database's owner.
-  if as_user "$BIN/psql" -XAtq -U postgres -d postgres -v ON_ERROR_STOP=1 \
-       -c 'CREATE ROLE idem_owner LOGIN' -c 'CREATE DATABASE idem_pgtap OWNER idem_owner' >"$log" 2>&1 &&
-     as_user "$BIN/psql" -XAtq -U postgres -d idem_pgtap -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION pgtap' >>"$log" 2>&1 &&
-     as_user "$BIN/psql" -XAtq -U idem_owner -d idem_pgtap -v ON_ERROR_STOP=1 -f dist/idem-portable.sql >>"$log" 2>&1; then
-    as_user env PATH="$BIN:$PATH" pg_prove -U idem_owner -d idem_pgtap pgtap/*.sql >>"$log" 2>&1
-    st=$?
-    grep -E '^pgtap/|^#|^Files=|^Result' "$log" | sed 's/^/    /'
-    [ $st -eq 0 ] || sed -n '/^Test Summary Report/,/^Files=/p' "$log" | grep -v '^Files=' | sed 's/^/    /'
-    read -r pgtap_passed pgtap_failed < <(count_tap "$log" $st)
+  server start
+  run_pgtap file
+  if [ -f "$extdir/pg_tle.control" ]; then
+    echo "shared_preload_libraries = 'pg_tle'" >>"$dir/data/postgresql.conf"
+    server stop
+    server start
+    run_pgtap pgtle
   else
-    echo "  installing pgtap and the portable engine failed:"
-    tail -n 20 "$log" | sed 's/^/    /'
-    pgtap_failed=1
+    echo "  pgTAP (pgtle): skipped (no pg_tle in $extdir)"
   fi
-  as_user "$BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1
+  server stop
 fi
 
 echo "portable-proofs: $proofs_passed passed, $proofs_failed failed"
