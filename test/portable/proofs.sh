@@ -12,8 +12,10 @@
 # library (default: pg_config's on PATH). The proofs start their own
 # clusters from it; pgTAP gets one on --port (default IDEM_TEST_PORT, else
 # 55432). pgTAP needs the pgtap extension in that installation, and its
-# pg_tle pass pg_tle; without them that part says "skipped". Run as root, everything that starts a server
-# runs as postgres. Prints closing lines
+# pg_tle pass pg_tle; without them that part says "skipped". Both pgTAP
+# files run: stats.sql asserts the operator surface's shape and privileges,
+# not counter values, so it holds on the portable engine too. Run as root,
+# everything that starts a server runs as postgres. Prints closing lines
 #   portable-proofs: N passed, N failed
 #   portable-pgtap: N passed, N failed
 #
