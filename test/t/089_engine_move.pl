@@ -225,8 +225,8 @@ sub check_keys {
 	ok($hour, "$what: pol's lock_timeout of an hour is in force");
 
   TODO: {
-		local $TODO = 'a C++ database before 1.2 does not mark idem.consumed_message and idem.outbox_event '
-		  . 'for pg_dump (pg_extension_config_dump), so no dump carries them'
+		local $TODO = 'the C++ extension does not mark idem.consumed_message, idem.outbox_event and their '
+		  . 'sequences for pg_dump (pg_extension_config_dump), so no dump carries them'
 		  unless $k->{messages_dumped};
 		my ($first_id) = $dbh->selectrow_array(q{SELECT idem.outbox_put('mv', 'new', 'charged', '{"n": 2}')});
 		cmp_ok($first_id, '>', $k->{event_id}, "$what: a new outbox event's id is greater than the old ones");
