@@ -1,0 +1,198 @@
+# The portable engine's suites on one PostgreSQL major, sourced by
+# test/suites.sh (its helpers: begin, tally, tally_tap, bounded_as_user,
+# as_user, wanted) after the C++ engine's suites. Not run on the assert build.
+#
+# The portable engine is for servers that cannot load idem's library, so it
+# is tested in a private copy of the installation WITHOUT idem's files
+# (scripts/lib.sh make_private_install_without_idem), with pg_tle built into
+# it from PG_TLE_SRC (run-major.sh copies ../shared/third_party/pg_tle under
+# the work directory; empty when that folder is absent, and then only the
+# pg_tle parts are skipped). Suites, each tallied:
+#   portable-install    test/portable/t/*.pl (prove): the pg_tle install, the
+#                       SQL-file install and its upgrades, maintenance under
+#                       pg_cron, each as a role that is not superuser
+#   portable-regress    test/portable/regress.sh: the regress files against
+#                       a pg_tle install (CREATE EXTENSION idem)
+#   portable-isolation  pg_isolation_regress on test/specs against the same
+#                       server
+# Regress and isolation share one server, whose template1 has pg_tle with
+# idem registered, so every database made from it can CREATE EXTENSION idem. test/portable/skip names the tests the portable engine
+# does not run, each with its reason.
+# IDEM_ONLY: "portable" for all three, or a suite's name.
+
+portable_wanted() { wanted portable || wanted "$1"; }
+
+# pg_regress and pg_isolation_regress print the same closing lines; reads
+# them into the tally (as installcheck_suite does for the C++ engine).
+portable_tally_regress() {  # suite log status outdir
+  local suite=$1 log=$2 st=$3 outdir=$4 total bad
+  total=$(grep -oE '(All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed)' "$log" | grep -oE '[0-9]+ tests' | grep -oE '[0-9]+')
+  bad=$(grep -oE '[0-9]+ of [0-9]+ tests failed' "$log" | awk '{print $1}')
+  bad=${bad:-0}
+  if [ -z "$total" ]; then
+    tail -n 30 "$log" | sed 's/^/    /'
+    echo "  $suite: the runner did not finish (log: $log)"
+    tally "$suite" 0 1
+    return
+  fi
+  if [ "$bad" -ne 0 ] || [ "$st" -ne 0 ]; then
+    echo "  failing $suite tests:"
+    grep -E '\.\.\. FAILED|\.\.\. failed|^not ok' "$log" | sed 's/^/    /'
+    [ -f "$outdir/regression.diffs" ] && { echo "  head of $outdir/regression.diffs:"; head -n 60 "$outdir/regression.diffs"; }
+    [ "$bad" -eq 0 ] && bad=1
+  fi
+  tally "$suite" $((total - bad)) "$bad"
+}
+
+# The names in test/portable/skip (first word of each line; # comments).
+portable_skipped() {
+  [ -f test/portable/skip ] || return 0
+  sed -e 's/#.*//' test/portable/skip | awk 'NF {print $1}'
+}
+
+# The server regress and isolation share: the portable installation, pg_tle
+# preloaded, idem registered with pg_tle in template1 by a role granted
+# pgtle_admin (not a superuser), as on a managed service.
+portable_start_tle_server() {  # dir
+  local dir=$1
+  mkdir -p "$dir/socket"
+  [ "$(id -u)" -eq 0 ] && chown -R postgres "$dir"
+  as_user "$PORTABLE_BIN/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log" 2>&1 ||
+    { cat "$dir/initdb.log"; return 1; }
+  cat >>"$dir/data/postgresql.conf" <<CONF
+listen_addresses = ''
+unix_socket_directories = '$dir/socket'
+port = $PORT
+shared_preload_libraries = 'pg_tle'
+max_connections = 120
+fsync = off
+max_prepared_transactions = 10
+log_min_messages = warning
+CONF
+  as_user "$PORTABLE_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null ||
+    { cat "$dir/server.log"; return 1; }
+  as_user "$PORTABLE_BIN/psql" -XAtq -v ON_ERROR_STOP=1 -h "$dir/socket" -p "$PORT" -U postgres -d template1 -c '
+    CREATE EXTENSION pg_tle;
+    CREATE ROLE tle_admin LOGIN NOSUPERUSER;
+    GRANT pgtle_admin TO tle_admin;' &&
+    as_user "$PORTABLE_BIN/psql" -XAtq -v ON_ERROR_STOP=1 -h "$dir/socket" -p "$PORT" -U tle_admin -d template1 \
+      -f dist/idem-pgtle.sql >/dev/null
+}
+
+portable_stop_server() {  # dir
+  [ -f "$1/data/postmaster.pid" ] && as_user "$PORTABLE_BIN/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null 2>&1
+  return 0
+}
+
+if portable_wanted portable-install || portable_wanted portable-regress || portable_wanted portable-isolation; then
+  begin "portable engine: make portable; a copy of the installation without idem${PG_TLE_SRC:+, with pg_tle}"
+  log=$WORKDIR/portable-setup.log
+  IDEM_CPP_BIN=$PGBIN
+  portable_ok=1
+  as_user make -s portable PG_CONFIG="$PG_CONFIG" >"$log" 2>&1 || portable_ok=0
+  if [ $portable_ok = 1 ]; then
+    make_private_install_without_idem "$WORKDIR/portable-install" "$PG_CONFIG" >>"$log" 2>&1 || portable_ok=0
+    PORTABLE_BIN=$PGBIN
+    PGBIN=$IDEM_CPP_BIN
+    [ "$(id -u)" -eq 0 ] && chown -R postgres "$WORKDIR/portable-install"
+  fi
+  # pg_tle: once per major, into the copy (whose pg_config names the copy's
+  # directories); its own warnings are not ours to fail on. No JIT bitcode:
+  # nothing here is JIT-compiled, and the chroots have no clang.
+  pg_tle_built=0
+  if [ $portable_ok = 1 ] && [ -n "$PG_TLE_SRC" ]; then
+    if (cd "$PG_TLE_SRC" && as_user make -s -j2 PG_CONFIG="$PORTABLE_BIN/pg_config" with_llvm=no &&
+        as_user make -s install PG_CONFIG="$PORTABLE_BIN/pg_config" with_llvm=no) >>"$log" 2>&1; then
+      pg_tle_built=1
+    else
+      portable_ok=0
+    fi
+  fi
+  if [ $portable_ok = 1 ]; then
+    tally portable-setup 1 0
+  else
+    tail -n 30 "$log" | sed 's/^/    /'
+    echo "  the portable engine's setup failed (log: $log)"
+    tally portable-setup 0 1
+  fi
+  [ -n "$PG_TLE_SRC" ] || echo "pg_tle: skipped (../shared/third_party/pg_tle not found)"
+
+  if [ $portable_ok = 1 ] && portable_wanted portable-install; then
+    begin "portable-install (test/portable/t: pg_tle, SQL file, pg_cron; as non-superusers)"
+    log=$WORKDIR/portable-install.log
+    perl_lib=$("$PORTABLE_BIN/pg_config" --pkglibdir)/pgxs/src/test/perl
+    rm -rf "$WORKDIR/portable-tap"
+    mkdir -p "$WORKDIR/portable-tap"
+    [ "$(id -u)" -eq 0 ] && chown postgres "$WORKDIR/portable-tap"
+    # IDEM_TAP_FILES may name some of them (it reaches the chroots).
+    files=()
+    for f in ${IDEM_TAP_FILES:-}; do [[ $f == test/portable/t/*.pl ]] && files+=("$f"); done
+    [ ${#files[@]} -gt 0 ] || files=(test/portable/t/*.pl)
+    bounded_as_user 600 env TESTDIR="$WORKDIR/portable-tap" TESTLOGDIR="$WORKDIR/portable-tap/log" \
+      TESTDATADIR="$WORKDIR/portable-tap" IDEM_TREE="$TREE" IDEM_PORTABLE_BIN="$PORTABLE_BIN" \
+      IDEM_CPP_BIN="$IDEM_CPP_BIN" IDEM_PG_TLE="$pg_tle_built" PATH="$PORTABLE_BIN:$PATH" \
+      prove -I "$perl_lib" -I test/portable/t "${files[@]}" 2>&1 |
+      tee "$log" | grep --line-buffered -E '^test/portable/|^#   |^# Looks like|^Files=|^Result|^  STOPPED' |
+      grep --line-buffered -v '(Wstat' | sed -u 's/^/    /'
+    st=${PIPESTATUS[0]}
+    if [ "$st" -ne 0 ]; then
+      tap_failure_summary "$log"
+      for f in $(sed -n '/^Test Summary Report/,$p' "$log" | grep -oE '^test/portable/t/[^ ]+\.pl'); do
+        name=$(basename "$f" .pl)
+        echo "  tail of $WORKDIR/portable-tap/log/regress_log_$name:"
+        tail -n 25 "$WORKDIR/portable-tap/log/regress_log_$name" 2>/dev/null | sed 's/^/    /'
+      done
+    fi
+    tally_tap portable-install "$log" "$st"
+  fi
+
+  if [ $portable_ok = 1 ] && { portable_wanted portable-regress || portable_wanted portable-isolation; }; then
+    if [ $pg_tle_built = 0 ]; then
+      echo "  portable-regress, portable-isolation: skipped (they CREATE EXTENSION idem through pg_tle)"
+    else
+      server=$WORKDIR/portable-server
+      rm -rf "$server"
+      begin "portable engine: a server with pg_tle, idem registered in template1 (port $PORT)"
+      if ! portable_start_tle_server "$server" >"$WORKDIR/portable-server.log" 2>&1; then
+        tail -n 30 "$WORKDIR/portable-server.log" | sed 's/^/    /'
+        tally portable-server 0 1
+      else
+        if portable_wanted portable-regress; then
+          begin "portable-regress (test/portable/regress.sh against the pg_tle install)"
+          log=$WORKDIR/portable-regress.log
+          st=0
+          bounded_as_user 900 env PGHOST="$server/socket" PGPORT="$PORT" PGUSER=postgres \
+            IDEM_PORTABLE_BIN="$PORTABLE_BIN" IDEM_TREE="$TREE" PATH="$PORTABLE_BIN:$PATH" \
+            IDEM_PORTABLE_OUTPUT="$WORKDIR/portable-regress" \
+            bash test/portable/regress.sh >"$log" 2>&1 || st=$?
+          portable_tally_regress portable-regress "$log" $st "$WORKDIR/portable-regress"
+        fi
+        if portable_wanted portable-isolation; then
+          begin "portable-isolation (pg_isolation_regress on test/specs against the pg_tle install)"
+          log=$WORKDIR/portable-isolation.log
+          outdir=$WORKDIR/portable-isolation
+          mkdir -p "$outdir"
+          [ "$(id -u)" -eq 0 ] && chown postgres "$outdir"
+          skip=$(portable_skipped)
+          specs=()
+          for spec in test/specs/*.spec; do
+            name=$(basename "$spec" .spec)
+            grep -qxF "$name" <<<"$skip" || specs+=("$name")
+          done
+          [ -z "$skip" ] || echo "  not run (test/portable/skip): $(echo $skip)"
+          # pg_regress would make its database from template0, which has no
+          # pg_tle: the database is made here, from template1, and used as it is.
+          st=0
+          as_user "$PORTABLE_BIN/psql" -XAtq -h "$server/socket" -p "$PORT" -U postgres -d postgres \
+            -c 'CREATE DATABASE idem_portable_isolation' >"$log" 2>&1 || st=$?
+          bounded_as_user 900 "$("$PORTABLE_BIN/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" \
+            --use-existing --host="$server/socket" --port="$PORT" --user=postgres \
+            --bindir="$PORTABLE_BIN" --inputdir=test --outputdir="$outdir" \
+            --dbname=idem_portable_isolation "${specs[@]}" >>"$log" 2>&1 || st=$?
+          portable_tally_regress portable-isolation "$log" $st "$outdir"
+        fi
+      fi
+      portable_stop_server "$server"
+    fi
+  fi
+fi
