@@ -85,6 +85,7 @@ if [ "$kind" != host ] && [ "$kind" != packages ] && [ "$kind" != assert ] &&
   if src=$(pg_tle_source) && [ -f "$src/Makefile" ]; then
     rm -rf "$dir/pg_tle"
     cp -a "$src" "$dir/pg_tle"
+    chmod -R u+w "$dir/pg_tle"
     pg_tle=(--pg-tle "$dir/pg_tle")
   fi  # else test/portable.sh says "pg_tle: skipped"
 fi
