@@ -89,3 +89,15 @@ kept-statements:
 .PHONY: dist
 dist:
 	scripts/make_dist.sh
+
+# The portable engine (SQL and PL/pgSQL, for servers that load no library):
+# its pg_tle registration and SQL-file installs, written from the C++
+# engine's scripts and the bodies in portable/ (portable/build.pl says how).
+# dist/ is committed, so a user of a managed service needs no build;
+# `make portable-check` fails when it is stale.
+PORTABLE_SOURCES = $(wildcard sql/idem--*--*.sql) $(wildcard portable/*.sql portable/functions/*.sql) portable/build.pl
+.PHONY: portable portable-check
+portable: sql/idem--1.1.sql $(PORTABLE_SOURCES)
+	perl portable/build.pl
+portable-check: sql/idem--1.1.sql $(PORTABLE_SOURCES)
+	perl portable/build.pl --check

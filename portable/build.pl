@@ -1,0 +1,270 @@
+#!/usr/bin/perl
+# Writes the portable engine's install files from the C++ engine's scripts.
+#
+# The schema is written once: the C++ extension's scripts (the 1.1 base
+# script make builds from the released 1.0 and 1.0--1.1 files, then every
+# sql/idem--X--Y.sql after it) are copied statement by statement, and each
+# function declared `AS 'MODULE_PATHNAME', '<symbol>' LANGUAGE C` keeps its
+# header (name, arguments, defaults, result, volatility, strictness,
+# SECURITY DEFINER, PARALLEL, ROWS, SET) and gets the body written in
+# portable/functions/<symbol>.sql. So the two engines share every table,
+# type, index, view, grant and signature by construction, and a C function
+# without a portable body stops the build.
+#
+#   perl portable/build.pl [--check]     (from the project's root; make portable)
+#
+# Writes build/portable/ (pg_tle extension scripts per version and update,
+# and the SQL-file install of every version) and dist/ (what users run:
+# idem-pgtle.sql, idem-portable.sql, idem-portable--X--Y.sql). --check
+# writes into a temporary directory and fails when dist/ differs from it.
+use strict;
+use warnings;
+use File::Path qw(make_path);
+use File::Temp qw(tempdir);
+
+my $check = grep { $_ eq '--check' } @ARGV;
+my $first = '1.1';    # the first version the portable engine has
+
+sub slurp {
+    my ($path) = @_;
+    open my $fh, '<', $path or die "portable/build.pl: cannot read $path: $!\n";
+    local $/;
+    my $text = <$fh>;
+    close $fh;
+    return $text;
+}
+
+sub spew {
+    my ($path, $text) = @_;
+    open my $fh, '>', $path or die "portable/build.pl: cannot write $path: $!\n";
+    print $fh $text;
+    close $fh;
+}
+
+# The update chain from $first: sql/idem--1.1--1.2.sql, then 1.2--1.3, ...
+sub updates {
+    my @chain;
+    my $from = $first;
+    while (1) {
+        my @next = grep { m{^sql/idem--\Q$from\E--([0-9.]+)\.sql$} } glob('sql/idem--*--*.sql');
+        last unless @next;
+        die "portable/build.pl: more than one update from $from: @next\n" if @next > 1;
+        my ($to) = $next[0] =~ m{--([0-9.]+)\.sql$};
+        push @chain, [$from, $to, $next[0]];
+        $from = $to;
+    }
+    return @chain;
+}
+
+# A body file: comment lines, `LANGUAGE plpgsql|sql`, then `AS $function$
+# ... $function$`. Returns (language, text to put before LANGUAGE).
+sub body_of {
+    my ($symbol) = @_;
+    my $path = "portable/functions/$symbol.sql";
+    -f $path or die "portable/build.pl: no portable body for C function $symbol (write $path)\n";
+    my $text = slurp($path);
+    my ($head, $lang, $body) = $text =~ /\A(.*?)^LANGUAGE (plpgsql|sql)[ \t]*\n(AS \$function\$\n.*^\$function\$)\s*\z/ms
+        or die "$path: expected comments, a line `LANGUAGE plpgsql` (or sql), then AS \$function\$ ... \$function\$\n";
+    lint($path, $body);
+    return ($lang, $head . $body . "\n");
+}
+
+# Relations are looked up in pg_temp after pg_catalog under the pinned
+# search_path, so a body names every relation with its schema. Names a
+# body defines itself (CTEs, and the aliases that follow a qualified name)
+# are allowed; anything else after FROM/JOIN/UPDATE/INTO/TABLE is refused.
+sub lint {
+    my ($path, $body) = @_;
+    my $code = $body;
+    $code =~ s/--[^\n]*//g;                     # comments
+    $code =~ s/'(?:[^']|'')*'//g;               # string literals
+    my %local = map { lc($_) => 1 } $code =~ /\b([a-z_][a-z0-9_]*)\s+AS\s+(?:NOT\s+)?(?:MATERIALIZED\s+)?\(/gi;
+    my %words = map { $_ => 1 } qw(only lateral select strict unnest generate_series jsonb_each
+        jsonb_array_elements jsonb_object_keys jsonb_each_text jsonb_array_elements_text
+        json_each regexp_matches regexp_split_to_table string_to_table pg_catalog idem);
+    while ($code =~ /\b(FROM|JOIN|UPDATE|INTO|TABLE)\s+([a-z_][a-z0-9_]*)\b(\s*[.(])?/gi) {
+        my ($kw, $name, $after) = (uc $1, lc $2, $3);
+        my $pre = substr($code, 0, $-[0]);
+        next if defined $after;                 # qualified, or a function call
+        next if $local{$name} || $words{$name};
+        next if $kw eq 'FROM' && $pre =~ /\bDISTINCT\s*$/i;
+        next if $kw eq 'FROM' && $pre =~ /\b(?:extract|substring|trim|overlay|position)\s*\([^()]*$/i;
+        next if $kw eq 'INTO' && $pre !~ /\bINSERT\s*$/i;              # SELECT ... INTO a variable
+        next if $kw eq 'UPDATE' && $pre =~ /\b(?:FOR|KEY|DO)\s*$/i;     # FOR [NO KEY] UPDATE, DO UPDATE
+        next if $kw eq 'TABLE' && $pre !~ /\b(?:LOCK|TRUNCATE|ALTER)\s*$/i;
+        die "$path: `$kw $name`: name the relation with its schema (idem.$name, pg_catalog.$name)\n";
+    }
+}
+
+# One C++ script made portable: every LANGUAGE C function gets its body,
+# and every portable function its pinned search_path.
+sub portable_script {
+    my ($source, $text, %insert) = @_;
+    my @out;
+    my @lines = split /\n/, $text, -1;
+    pop @lines if @lines && $lines[-1] eq '';
+    for (my $i = 0; $i < @lines; $i++) {
+        my $line = $lines[$i];
+        next if $line =~ /^\\echo /;            # psql's guard; pg_tle runs plain SQL
+        if ($line =~ /^AS 'MODULE_PATHNAME', '(\w+)'$/) {
+            my $symbol = $1;
+            my ($lang, $body) = body_of($symbol);
+            my $next = $lines[++$i] // '';
+            $next =~ /^LANGUAGE C\b(.*)$/ or die "$source: `$line` is not followed by LANGUAGE C\n";
+            my @rest = ("LANGUAGE $lang$1");
+            # The statement ends at the first line ending in ';'.
+            until ($rest[-1] =~ /;\s*$/) {
+                $i++ < $#lines or die "$source: unterminated CREATE FUNCTION for $symbol\n";
+                push @rest, $lines[$i];
+            }
+            unless (grep { /\bSET search_path\b/ } @rest) {
+                $rest[-1] =~ s/;\s*$//;
+                push @rest, 'SET search_path = pg_catalog, pg_temp;';
+            }
+            push @out, $body . join("\n", @rest);
+            next;
+        }
+        push @out, $line;
+        if (defined $insert{after} && $line =~ $insert{after}[0]) {
+            # The anchor statement ends at the first line ending in ';'.
+            while ($lines[$i] !~ /;\s*$/) { push @out, $lines[++$i]; }
+            push @out, '', $insert{after}[1];
+            delete $insert{after};
+        }
+    }
+    die "$source: the anchor for portable/support-keys.sql was not found\n" if defined $insert{after};
+    push @out, '', $insert{end} if defined $insert{end};
+    my $script = join("\n", @out) . "\n";
+    die "$source: a LANGUAGE C function is left in the portable script\n" if $script =~ /^LANGUAGE C\b/m;
+    return $script;
+}
+
+sub support {
+    my ($name) = @_;
+    my $path = "portable/$name";
+    return -f $path ? "-- ==== portable engine: $name ====\n" . slurp($path) : undef;
+}
+
+# The SQL-file install: no extension, so no configuration-dump marks (a
+# plain pg_dump dumps the tables' rows anyway).
+sub as_file {
+    my ($script) = @_;
+    $script =~ s/^SELECT pg_catalog\.pg_extension_config_dump\([^\n]*\);\n//mg;
+    return $script;
+}
+
+sub generated_by {
+    my ($what) = @_;
+    return "-- idem's portable engine: $what\n"
+         . "-- Generated by `make portable` (portable/build.pl) from the C++ engine's scripts\n"
+         . "-- (sql/) and the portable bodies (portable/); edit those, not this file.\n";
+}
+
+my $base = 'sql/idem--1.1.sql';
+-f $base or die "portable/build.pl: $base is missing (make builds it)\n";
+my %script;      # version => pg_tle extension script
+my %update;      # "from--to" => pg_tle update script
+$script{$first} = portable_script($base, slurp($base),
+    after => [qr/^CREATE TYPE idem\.claim AS \(/, support('support-keys.sql') // ''],
+    end => support('support-messages.sql'));
+my $newest = $first;
+for my $u (updates()) {
+    my ($from, $to, $path) = @$u;
+    my $support = support("support-$to.sql");
+    $update{"$from--$to"} = portable_script($path, slurp($path), defined $support ? (end => $support) : ());
+    $script{$to} = $script{$from} . "\n" . $update{"$from--$to"};
+    $newest = $to;
+}
+
+my $out = $check ? tempdir(CLEANUP => 1) : '.';
+make_path("$out/build/portable", "$out/dist");
+for my $v (sort keys %script) {
+    spew("$out/build/portable/idem--$v.sql", $script{$v});
+}
+for my $u (sort keys %update) {
+    spew("$out/build/portable/idem--$u.sql", $update{$u});
+}
+
+# pg_tle: registers what is missing, so the file can be run again (after a
+# later release adds versions) without touching what is registered.
+my $description = 'Stripe-style idempotency-key store (portable engine: SQL and PL/pgSQL)';
+sub quoted {
+    my ($text, $tag) = @_;
+    die "portable/build.pl: \$$tag\$ occurs in a script\n" if index($text, "\$$tag\$") >= 0;
+    return "\$$tag\$\n$text\$$tag\$";
+}
+my $tle = generated_by('registration with pg_tle (Trusted Language Extensions)')
+    . "--\n-- Run by a role granted pgtle_admin, in the database that will use idem:\n"
+    . "--   psql -v ON_ERROR_STOP=1 -f dist/idem-pgtle.sql\n"
+    . "-- then CREATE EXTENSION idem; (and ALTER EXTENSION idem UPDATE after a newer file).\n"
+    . "BEGIN;\n"
+    . "SELECT pgtle.install_extension('idem', '$newest', '$description',\n"
+    . quoted($script{$newest}, 'idem_script') . ",\n    NULL, 'idem')\n"
+    . " WHERE NOT EXISTS (SELECT FROM pgtle.available_extensions() WHERE name = 'idem');\n";
+for my $v (sort keys %script) {
+    next if $v eq $newest;
+    $tle .= "SELECT pgtle.install_extension_version_sql('idem', '$v',\n"
+          . quoted($script{$v}, 'idem_script') . ")\n"
+          . " WHERE NOT EXISTS (SELECT FROM pgtle.available_extension_versions()\n"
+          . "                    WHERE name = 'idem' AND version = '$v');\n";
+}
+for my $u (sort keys %update) {
+    my ($from, $to) = split /--/, $u;
+    $tle .= "SELECT pgtle.install_update_path('idem', '$from', '$to',\n"
+          . quoted($update{$u}, 'idem_script') . ")\n"
+          . " WHERE NOT EXISTS (SELECT FROM pgtle.extension_update_paths('idem')\n"
+          . "                    WHERE source = '$from' AND target = '$to' AND path IS NOT NULL);\n";
+}
+$tle .= "SELECT pgtle.set_default_version('idem', '$newest');\nCOMMIT;\n";
+spew("$out/dist/idem-pgtle.sql", $tle);
+
+# The SQL-file install: one transaction, the schema, every object, and the
+# version it installed (idem.installed_version; upgrade files check it).
+my $version_table = <<'SQL';
+-- What this SQL-file install is at: one row, moved by each upgrade file.
+CREATE TABLE idem.installed_version (
+    version      text NOT NULL,
+    installed_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+CREATE UNIQUE INDEX installed_version_one_row ON idem.installed_version ((true));
+COMMENT ON TABLE idem.installed_version IS
+    'The version of idem''s portable engine this SQL-file install is at (dist/idem-portable--X--Y.sql move it).';
+REVOKE ALL ON TABLE idem.installed_version FROM PUBLIC;
+GRANT SELECT ON TABLE idem.installed_version TO PUBLIC;
+SQL
+for my $v (sort keys %script) {
+    my $file = generated_by("install of version $v as one SQL file, without CREATE EXTENSION")
+        . "--\n-- Run by the database's owner (no superuser needed):\n"
+        . "--   psql -v ON_ERROR_STOP=1 -f dist/idem-portable.sql\n"
+        . "BEGIN;\nCREATE SCHEMA idem;\n"
+        . as_file($script{$v}) . "\n" . $version_table
+        . "INSERT INTO idem.installed_version (version) VALUES ('$v');\nCOMMIT;\n";
+    spew("$out/build/portable/idem-portable--$v.sql", $file);
+    spew("$out/dist/idem-portable.sql", $file) if $v eq $newest;
+}
+for my $u (sort keys %update) {
+    my ($from, $to) = split /--/, $u;
+    my $file = generated_by("upgrade of a SQL-file install from $from to $to")
+        . "--\n-- Run by the database's owner:\n"
+        . "--   psql -v ON_ERROR_STOP=1 -f dist/idem-portable--$u.sql\n"
+        . "BEGIN;\n"
+        . "DO \$\$\nBEGIN\n"
+        . "    IF (SELECT version FROM idem.installed_version) IS DISTINCT FROM '$from' THEN\n"
+        . "        RAISE EXCEPTION 'this file upgrades idem $from to $to, and this database has %',\n"
+        . "            coalesce((SELECT version FROM idem.installed_version), 'no idem.installed_version')\n"
+        . "            USING ERRCODE = '55000',\n"
+        . "                  HINT = 'Run the upgrade files in order, from the version idem.installed_version names.';\n"
+        . "    END IF;\nEND\n\$\$;\n"
+        . as_file($update{$u})
+        . "UPDATE idem.installed_version SET version = '$to', installed_at = pg_catalog.now();\nCOMMIT;\n";
+    spew("$out/dist/idem-portable--$u.sql", $file);
+}
+
+if ($check) {
+    my $diff = system('diff', '-r', '-q', "$out/dist", 'dist');
+    if ($diff != 0) {
+        print STDERR "dist/ is not what `make portable` writes from sql/ and portable/: run make portable and commit dist/\n";
+        exit 1;
+    }
+    print "dist/ is current\n";
+}

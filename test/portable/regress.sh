@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The regress suite (sql/*.sql against expected/*.out) run on the portable
+# engine, the way pg_regress runs it on the C++ one: one database
+# (contrib_regression, made like pg_regress makes it), the files in order,
+# psql -X -a -q with input on stdin, pg_regress's environment (time zone,
+# date and interval style, C messages).
+#
+#   test/portable/regress.sh --mode pgtle|file --outdir DIR [test ...]
+#
+# Needs a running server (PGHOST, PGPORT) and a superuser in PGUSER; psql
+# on PATH. pgtle: the database gets pg_tle and dist/idem-pgtle.sql, so the
+# files' CREATE EXTENSION idem installs the portable engine. file: the
+# files' CREATE EXTENSION idem is replaced by dist/idem-portable.sql, run
+# without echo (in the expected output too).
+#
+# The one accepted difference: PL/pgSQL adds a CONTEXT line to an error
+# raised in a function body, C does not. psql is told not to print
+# context (SHOW_CONTEXT=never) and the expected files' CONTEXT lines are
+# dropped, so both sides compare without them. A test that cannot pass on
+# the portable engine is listed in test/portable/skip with its reason; a
+# reviewed difference has its own expected output in
+# test/portable/expected/<mode>/<test>.out.
+# Prints "<test> ... ok|FAILED|skipped" lines and a closing
+# "portable-regress-<mode>: N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+TREE=$PWD
+
+MODE= OUTDIR=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --mode) MODE=$2; shift 2 ;;
+    --outdir) OUTDIR=$2; shift 2 ;;
+    --*) echo "regress.sh: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+[[ $MODE == pgtle || $MODE == file ]] || { echo "regress.sh: --mode pgtle|file" >&2; exit 2; }
+[ -n "$OUTDIR" ] || { echo "regress.sh: --outdir DIR" >&2; exit 2; }
+mkdir -p "$OUTDIR/results" "$OUTDIR/expected"
+
+if [ $# -gt 0 ]; then
+  tests=("$@")
+else
+  tests=()
+  for f in sql/*.sql; do
+    t=$(basename "$f" .sql)
+    [[ $t == idem--* ]] || tests+=("$t")
+  done
+fi
+
+# The skip list: "<test> <reason>" or "<mode>:<test> <reason>".
+skip_reason() {  # test
+  [ -f test/portable/skip ] || return 1
+  awk -v t="$1" -v m="$MODE" '
+    /^[[:space:]]*(#|$)/ { next }
+    $1 == t || $1 == m ":" t { $1 = ""; sub(/^ /, ""); print; found = 1; exit }
+    END { exit !found }' test/portable/skip
+}
+
+# pg_regress's environment (src/test/regress/pg_regress.c).
+export PGTZ=PST8PDT PGDATESTYLE='Postgres, MDY' PGAPPNAME=pg_regress
+export PGOPTIONS="${PGOPTIONS:-} -c intervalstyle=postgres_verbose"
+db=contrib_regression
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
+psql -X -q -d postgres -v ON_ERROR_STOP=1 >"$OUTDIR/setup.log" 2>&1 <<SQL || { cat "$OUTDIR/setup.log"; exit 1; }
+CREATE DATABASE "$db" TEMPLATE=template0;
+ALTER DATABASE "$db" SET lc_messages TO 'C';
+ALTER DATABASE "$db" SET lc_monetary TO 'C';
+ALTER DATABASE "$db" SET lc_numeric TO 'C';
+ALTER DATABASE "$db" SET lc_time TO 'C';
+ALTER DATABASE "$db" SET bytea_output TO 'hex';
+ALTER DATABASE "$db" SET timezone_abbreviations TO 'Default';
+SQL
+if [ "$MODE" = pgtle ]; then
+  psql -X -q -d "$db" -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION pg_tle' \
+    -f "$TREE/dist/idem-pgtle.sql" >>"$OUTDIR/setup.log" 2>&1 || { cat "$OUTDIR/setup.log"; exit 1; }
+fi
+
+# Drops CONTEXT lines and the lines that continue them (a context has one
+# line per level: "PL/pgSQL function ...", "SQL statement ...", ...).
+drop_context() {
+  awk '
+    /^CONTEXT:  / { ctx = 1; next }
+    ctx && /^(PL\/pgSQL function|SQL statement|SQL function|extension script|COPY |JSON data|parallel worker|during |while )/ { next }
+    { ctx = 0; print }'
+}
+
+# The file mode's edit of input and expected output alike.
+file_mode_input() {
+  sed -E "s#^CREATE EXTENSION (IF NOT EXISTS )?idem;\$#\\\\set ECHO none\\n\\\\i $TREE/dist/idem-portable.sql\\n\\\\set ECHO all#"
+}
+file_mode_expected() {
+  sed -E 's#^CREATE EXTENSION (IF NOT EXISTS )?idem;$#\\set ECHO none#'
+}
+
+passed=0 failed=0
+for t in "${tests[@]}"; do
+  if reason=$(skip_reason "$t"); then
+    printf '%-36s ... skipped (%s)\n' "$t" "$reason"
+    continue
+  fi
+  input=$TREE/sql/$t.sql
+  result=$OUTDIR/results/$t.out
+  if [ "$MODE" = file ]; then
+    file_mode_input <"$input" >"$OUTDIR/results/$t.sql"
+    input=$OUTDIR/results/$t.sql
+  fi
+  psql -X -a -q -d "$db" -v HIDE_TABLEAM=on -v HIDE_TOAST_COMPRESSION=on -v SHOW_CONTEXT=never \
+    <"$input" 2>&1 | drop_context >"$result"
+  # The best of the expected files (pg_regress accepts t.out, t_1.out, ...).
+  best= bestsize=
+  candidates=("$TREE"/expected/"$t".out "$TREE"/expected/"$t"_[0-9].out)
+  [ -f "$TREE/test/portable/expected/$MODE/$t.out" ] && candidates=("$TREE/test/portable/expected/$MODE/$t.out")
+  for e in "${candidates[@]}"; do
+    [ -f "$e" ] || continue
+    exp=$OUTDIR/expected/$(basename "$e")
+    if [ "$MODE" = file ]; then drop_context <"$e" | file_mode_expected >"$exp"; else drop_context <"$e" >"$exp"; fi
+    size=$(diff -U3 "$exp" "$result" | wc -l)
+    if [ -z "$best" ] || [ "$size" -lt "$bestsize" ]; then best=$exp bestsize=$size; fi
+  done
+  if [ -z "$best" ]; then
+    printf '%-36s ... FAILED (no expected output)\n' "$t"
+    failed=$((failed + 1))
+  elif [ "$bestsize" -eq 0 ]; then
+    printf '%-36s ... ok\n' "$t"
+    passed=$((passed + 1))
+  else
+    printf '%-36s ... FAILED (diff: %s)\n' "$t" "$OUTDIR/$t.diff"
+    diff -U3 "$best" "$result" >"$OUTDIR/$t.diff"
+    failed=$((failed + 1))
+  fi
+done
+echo "portable-regress-$MODE: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
