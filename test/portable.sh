@@ -11,12 +11,12 @@
 #   portable-install    test/portable/t/*.pl (prove): the pg_tle install, the
 #                       SQL-file install and its upgrades, maintenance under
 #                       pg_cron, each as a role that is not superuser
-#   portable-regress    test/portable/regress.sh: the regress files against
-#                       a pg_tle install (CREATE EXTENSION idem)
+#   portable-regress    test/portable/regress.sh --mode pgtle: the regress
+#                       files against a pg_tle install (CREATE EXTENSION idem)
 #   portable-isolation  pg_isolation_regress on test/specs against the same
 #                       server
-# Regress and isolation share one server, whose template1 has pg_tle with
-# idem registered, so every database made from it can CREATE EXTENSION idem. test/portable/skip names the tests the portable engine
+# Regress and isolation share one server with pg_tle preloaded; each
+# registers idem with pg_tle in its database, so CREATE EXTENSION idem works. test/portable/skip names the tests the portable engine
 # does not run, each with its reason.
 # IDEM_ONLY: "portable" for all three, or a suite's name.
 
@@ -44,15 +44,40 @@ portable_tally_regress() {  # suite log status outdir
   tally "$suite" $((total - bad)) "$bad"
 }
 
-# The names in test/portable/skip (first word of each line; # comments).
-portable_skipped() {
+# The isolation specs test/portable/skip names: "<test> <reason>" or
+# "isolation:<test> <reason>" (regress.sh reads the same file, with its
+# modes "pgtle:" and "file:").
+portable_skipped_specs() {
   [ -f test/portable/skip ] || return 0
-  sed -e 's/#.*//' test/portable/skip | awk 'NF {print $1}'
+  awk '/^[[:space:]]*(#|$)/ { next } $1 !~ /:/ { print $1 } $1 ~ /^isolation:/ { sub(/^isolation:/, "", $1); print $1 }' \
+    test/portable/skip
 }
 
-# The server regress and isolation share: the portable installation, pg_tle
-# preloaded, idem registered with pg_tle in template1 by a role granted
-# pgtle_admin (not a superuser), as on a managed service.
+# test/portable/regress.sh closes with "portable-regress-<mode>: N passed,
+# N failed" and names each failing test.
+portable_tally_runner() {  # suite log status closing-name
+  local suite=$1 log=$2 st=$3 line p f
+  line=$(grep -E "^$4: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+  p=$(echo "$line" | awk '{print $2}')
+  f=$(echo "$line" | awk '{print $4}')
+  [ -n "$line" ] || { p=0; f=1; }
+  [ "$st" -eq 0 ] || [ "${f:-0}" -gt 0 ] || f=1
+  grep -E '\.\.\. skipped' "$log" | sed 's/^/    /'
+  if [ "$f" -gt 0 ]; then
+    echo "  failing $suite tests:"
+    grep -E '\.\.\. FAILED' "$log" | sed 's/^/    /'
+    [ -n "$line" ] || tail -n 20 "$log" | sed 's/^/    /'
+    for d in $(grep -oE '\(diff: [^)]+\)' "$log" | head -n 3 | sed 's/(diff: //; s/)//'); do
+      echo "  head of $d:"
+      head -n 30 "$d" | sed 's/^/    /'
+    done
+  fi
+  tally "$suite" "$p" "$f"
+}
+
+# The server regress and isolation share: the portable installation with
+# pg_tle preloaded. Each runner's database gets pg_tle and idem registered
+# with it.
 portable_start_tle_server() {  # dir
   local dir=$1
   mkdir -p "$dir/socket"
@@ -71,12 +96,19 @@ log_min_messages = warning
 CONF
   as_user "$PORTABLE_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null ||
     { cat "$dir/server.log"; return 1; }
-  as_user "$PORTABLE_BIN/psql" -XAtq -v ON_ERROR_STOP=1 -h "$dir/socket" -p "$PORT" -U postgres -d template1 -c '
-    CREATE EXTENSION pg_tle;
-    CREATE ROLE tle_admin LOGIN NOSUPERUSER;
-    GRANT pgtle_admin TO tle_admin;' &&
-    as_user "$PORTABLE_BIN/psql" -XAtq -v ON_ERROR_STOP=1 -h "$dir/socket" -p "$PORT" -U tle_admin -d template1 \
-      -f dist/idem-pgtle.sql >/dev/null
+}
+
+# The isolation specs' database, made here (pg_regress would make it from
+# template0, without pg_tle): idem registered by a role granted pgtle_admin,
+# not a superuser, as on a managed service.
+portable_isolation_database() {  # dir db
+  local psql=("$PORTABLE_BIN/psql" -XAtq -v ON_ERROR_STOP=1 -h "$1/socket" -p "$PORT")
+  as_user "${psql[@]}" -U postgres -d postgres -c "CREATE DATABASE $2" &&
+    as_user "${psql[@]}" -U postgres -d "$2" -c '
+      CREATE EXTENSION pg_tle;
+      CREATE ROLE tle_admin LOGIN NOSUPERUSER;
+      GRANT pgtle_admin TO tle_admin;' &&
+    as_user "${psql[@]}" -U tle_admin -d "$2" -f dist/idem-pgtle.sql >/dev/null
 }
 
 portable_stop_server() {  # dir
@@ -120,7 +152,7 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
   if [ $portable_ok = 1 ] && portable_wanted portable-install; then
     begin "portable-install (test/portable/t: pg_tle, SQL file, pg_cron; as non-superusers)"
     log=$WORKDIR/portable-install.log
-    perl_lib=$("$PORTABLE_BIN/pg_config" --pkglibdir)/pgxs/src/test/perl
+    pgxs=$("$PORTABLE_BIN/pg_config" --pkglibdir)/pgxs
     rm -rf "$WORKDIR/portable-tap"
     mkdir -p "$WORKDIR/portable-tap"
     [ "$(id -u)" -eq 0 ] && chown postgres "$WORKDIR/portable-tap"
@@ -128,10 +160,11 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
     files=()
     for f in ${IDEM_TAP_FILES:-}; do [[ $f == test/portable/t/*.pl ]] && files+=("$f"); done
     [ ${#files[@]} -gt 0 ] || files=(test/portable/t/*.pl)
-    bounded_as_user 600 env TESTDIR="$WORKDIR/portable-tap" TESTLOGDIR="$WORKDIR/portable-tap/log" \
-      TESTDATADIR="$WORKDIR/portable-tap" IDEM_TREE="$TREE" IDEM_PORTABLE_BIN="$PORTABLE_BIN" \
+    bounded_as_user 600 env TESTDIR="$WORKDIR/portable-tap" TESTLOGDIR="$WORKDIR/portable-tap/tmp_check/log" \
+      TESTDATADIR="$WORKDIR/portable-tap/tmp_check" IDEM_TREE="$TREE" IDEM_PORTABLE_BIN="$PORTABLE_BIN" \
       IDEM_CPP_BIN="$IDEM_CPP_BIN" IDEM_PG_TLE="$pg_tle_built" PATH="$PORTABLE_BIN:$PATH" \
-      prove -I "$perl_lib" -I test/portable/t "${files[@]}" 2>&1 |
+      PG_REGRESS="$pgxs/src/test/regress/pg_regress" \
+      prove -I "$pgxs/src/test/perl" -I test/portable/t "${files[@]}" 2>&1 |
       tee "$log" | grep --line-buffered -E '^test/portable/|^#   |^# Looks like|^Files=|^Result|^  STOPPED' |
       grep --line-buffered -v '(Wstat' | sed -u 's/^/    /'
     st=${PIPESTATUS[0]}
@@ -139,8 +172,8 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
       tap_failure_summary "$log"
       for f in $(sed -n '/^Test Summary Report/,$p' "$log" | grep -oE '^test/portable/t/[^ ]+\.pl'); do
         name=$(basename "$f" .pl)
-        echo "  tail of $WORKDIR/portable-tap/log/regress_log_$name:"
-        tail -n 25 "$WORKDIR/portable-tap/log/regress_log_$name" 2>/dev/null | sed 's/^/    /'
+        echo "  tail of $WORKDIR/portable-tap/tmp_check/log/regress_log_$name:"
+        tail -n 25 "$WORKDIR/portable-tap/tmp_check/log/regress_log_$name" 2>/dev/null | sed 's/^/    /'
       done
     fi
     tally_tap portable-install "$log" "$st"
@@ -152,20 +185,19 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
     else
       server=$WORKDIR/portable-server
       rm -rf "$server"
-      begin "portable engine: a server with pg_tle, idem registered in template1 (port $PORT)"
+      begin "portable engine: a server with pg_tle preloaded (port $PORT)"
       if ! portable_start_tle_server "$server" >"$WORKDIR/portable-server.log" 2>&1; then
         tail -n 30 "$WORKDIR/portable-server.log" | sed 's/^/    /'
         tally portable-server 0 1
       else
         if portable_wanted portable-regress; then
-          begin "portable-regress (test/portable/regress.sh against the pg_tle install)"
+          begin "portable-regress (test/portable/regress.sh --mode pgtle)"
           log=$WORKDIR/portable-regress.log
           st=0
           bounded_as_user 900 env PGHOST="$server/socket" PGPORT="$PORT" PGUSER=postgres \
-            IDEM_PORTABLE_BIN="$PORTABLE_BIN" IDEM_TREE="$TREE" PATH="$PORTABLE_BIN:$PATH" \
-            IDEM_PORTABLE_OUTPUT="$WORKDIR/portable-regress" \
-            bash test/portable/regress.sh >"$log" 2>&1 || st=$?
-          portable_tally_regress portable-regress "$log" $st "$WORKDIR/portable-regress"
+            PATH="$PORTABLE_BIN:$PATH" bash test/portable/regress.sh --mode pgtle \
+            --outdir "$WORKDIR/portable-regress" >"$log" 2>&1 || st=$?
+          portable_tally_runner portable-regress "$log" $st portable-regress-pgtle
         fi
         if portable_wanted portable-isolation; then
           begin "portable-isolation (pg_isolation_regress on test/specs against the pg_tle install)"
@@ -173,18 +205,15 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
           outdir=$WORKDIR/portable-isolation
           mkdir -p "$outdir"
           [ "$(id -u)" -eq 0 ] && chown postgres "$outdir"
-          skip=$(portable_skipped)
+          skip=$(portable_skipped_specs)
           specs=()
           for spec in test/specs/*.spec; do
             name=$(basename "$spec" .spec)
             grep -qxF "$name" <<<"$skip" || specs+=("$name")
           done
           [ -z "$skip" ] || echo "  not run (test/portable/skip): $(echo $skip)"
-          # pg_regress would make its database from template0, which has no
-          # pg_tle: the database is made here, from template1, and used as it is.
           st=0
-          as_user "$PORTABLE_BIN/psql" -XAtq -h "$server/socket" -p "$PORT" -U postgres -d postgres \
-            -c 'CREATE DATABASE idem_portable_isolation' >"$log" 2>&1 || st=$?
+          portable_isolation_database "$server" idem_portable_isolation >"$log" 2>&1 || st=$?
           bounded_as_user 900 "$("$PORTABLE_BIN/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" \
             --use-existing --host="$server/socket" --port="$PORT" --user=postgres \
             --bindir="$PORTABLE_BIN" --inputdir=test --outputdir="$outdir" \

@@ -63,6 +63,6 @@ is( $node->safe_psql('shop', q{
 is( $node->safe_psql('shop', q{SELECT DISTINCT username FROM cron.job WHERE jobname = 'idem-maintenance'}),
 	'dbowner', 'the job runs as dbowner, not a superuser');
 
-$node->safe_psql('shop', q{SELECT cron.unschedule('idem-maintenance')});
+sql_as($node, 'shop', 'dbowner', q{SELECT cron.unschedule('idem-maintenance')});
 $node->stop;
 done_testing();
