@@ -81,7 +81,7 @@ pg_tle_source() {
 }
 pg_tle=()
 if [ "$kind" != host ] && [ "$kind" != packages ] && [ "$kind" != assert ] &&
-  { wanted portable || wanted portable-install || wanted portable-regress || wanted portable-isolation; }; then
+  { wanted portable || [[ " ${IDEM_ONLY:-} " == *" portable-"* ]]; }; then
   if src=$(pg_tle_source) && [ -f "$src/Makefile" ]; then
     rm -rf "$dir/pg_tle"
     cp -a "$src" "$dir/pg_tle"

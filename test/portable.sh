@@ -13,12 +13,15 @@
 #                       pg_cron, each as a role that is not superuser
 #   portable-regress    test/portable/regress.sh --mode pgtle: the regress
 #                       files against a pg_tle install (CREATE EXTENSION idem)
+#   portable-regress-file  the same through the SQL-file install (--mode file;
+#                       needs no pg_tle)
 #   portable-isolation  pg_isolation_regress on test/specs against the same
 #                       server
 # Regress and isolation share one server with pg_tle preloaded; each
-# registers idem with pg_tle in its database, so CREATE EXTENSION idem works. test/portable/skip names the tests the portable engine
-# does not run, each with its reason.
-# IDEM_ONLY: "portable" for all three, or a suite's name.
+# installs idem in a database of its own. test/portable/skip names the tests
+# the portable engine does not run, each with its reason.
+# IDEM_ONLY: "portable" for all of them, or a suite's name
+# ("portable-regress" takes both modes).
 
 portable_wanted() { wanted portable || wanted "$1"; }
 
@@ -75,11 +78,11 @@ portable_tally_runner() {  # suite log status closing-name
   tally "$suite" "$p" "$f"
 }
 
-# The server regress and isolation share: the portable installation with
-# pg_tle preloaded. Each runner's database gets pg_tle and idem registered
-# with it.
-portable_start_tle_server() {  # dir
-  local dir=$1
+# The server regress and isolation share: the portable installation, with
+# pg_tle preloaded when it was built. Each runner makes its own database.
+portable_start_server() {  # dir with-pg_tle(0|1)
+  local dir=$1 preload=
+  [ "$2" = 1 ] && preload=pg_tle
   mkdir -p "$dir/socket"
   [ "$(id -u)" -eq 0 ] && chown -R postgres "$dir"
   as_user "$PORTABLE_BIN/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log" 2>&1 ||
@@ -88,7 +91,7 @@ portable_start_tle_server() {  # dir
 listen_addresses = ''
 unix_socket_directories = '$dir/socket'
 port = $PORT
-shared_preload_libraries = 'pg_tle'
+shared_preload_libraries = '$preload'
 max_connections = 120
 fsync = off
 max_prepared_transactions = 10
@@ -179,49 +182,56 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
     tally_tap portable-install "$log" "$st"
   fi
 
-  if [ $portable_ok = 1 ] && { portable_wanted portable-regress || portable_wanted portable-isolation; }; then
-    if [ $pg_tle_built = 0 ]; then
-      echo "  portable-regress, portable-isolation: skipped (they CREATE EXTENSION idem through pg_tle)"
+  if [ $portable_ok = 1 ] && { portable_wanted portable-regress || portable_wanted portable-regress-file ||
+    portable_wanted portable-isolation; }; then
+    server=$WORKDIR/portable-server
+    rm -rf "$server"
+    begin "portable engine: a server of the installation without idem$([ $pg_tle_built = 1 ] && echo ', pg_tle preloaded') (port $PORT)"
+    if ! portable_start_server "$server" $pg_tle_built >"$WORKDIR/portable-server.log" 2>&1; then
+      tail -n 30 "$WORKDIR/portable-server.log" | sed 's/^/    /'
+      tally portable-server 0 1
     else
-      server=$WORKDIR/portable-server
-      rm -rf "$server"
-      begin "portable engine: a server with pg_tle preloaded (port $PORT)"
-      if ! portable_start_tle_server "$server" >"$WORKDIR/portable-server.log" 2>&1; then
-        tail -n 30 "$WORKDIR/portable-server.log" | sed 's/^/    /'
-        tally portable-server 0 1
-      else
-        if portable_wanted portable-regress; then
-          begin "portable-regress (test/portable/regress.sh --mode pgtle)"
-          log=$WORKDIR/portable-regress.log
-          st=0
-          bounded_as_user 900 env PGHOST="$server/socket" PGPORT="$PORT" PGUSER=postgres \
-            PATH="$PORTABLE_BIN:$PATH" bash test/portable/regress.sh --mode pgtle \
-            --outdir "$WORKDIR/portable-regress" >"$log" 2>&1 || st=$?
-          portable_tally_runner portable-regress "$log" $st portable-regress-pgtle
+      # The regress files, through each install (pg_tle's CREATE EXTENSION,
+      # the SQL file), each in a database of its own that regress.sh makes.
+      for mode in pgtle file; do
+        suite=portable-regress$([ $mode = file ] && echo -file)
+        portable_wanted "$suite" || { [ $mode = file ] && portable_wanted portable-regress; } || continue
+        if [ $mode = pgtle ] && [ $pg_tle_built = 0 ]; then
+          echo "  $suite: skipped (it installs idem through pg_tle)"
+          continue
         fi
-        if portable_wanted portable-isolation; then
-          begin "portable-isolation (pg_isolation_regress on test/specs against the pg_tle install)"
-          log=$WORKDIR/portable-isolation.log
-          outdir=$WORKDIR/portable-isolation
-          mkdir -p "$outdir"
-          [ "$(id -u)" -eq 0 ] && chown postgres "$outdir"
-          skip=$(portable_skipped_specs)
-          specs=()
-          for spec in test/specs/*.spec; do
-            name=$(basename "$spec" .spec)
-            grep -qxF "$name" <<<"$skip" || specs+=("$name")
-          done
-          [ -z "$skip" ] || echo "  not run (test/portable/skip): $(echo $skip)"
-          st=0
-          portable_isolation_database "$server" idem_portable_isolation >"$log" 2>&1 || st=$?
-          bounded_as_user 900 "$("$PORTABLE_BIN/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" \
-            --use-existing --host="$server/socket" --port="$PORT" --user=postgres \
-            --bindir="$PORTABLE_BIN" --inputdir=test --outputdir="$outdir" \
-            --dbname=idem_portable_isolation "${specs[@]}" >>"$log" 2>&1 || st=$?
-          portable_tally_regress portable-isolation "$log" $st "$outdir"
-        fi
+        begin "$suite (test/portable/regress.sh --mode $mode)"
+        log=$WORKDIR/$suite.log
+        st=0
+        bounded_as_user 900 env PGHOST="$server/socket" PGPORT="$PORT" PGUSER=postgres \
+          PATH="$PORTABLE_BIN:$PATH" bash test/portable/regress.sh --mode $mode \
+          --outdir "$WORKDIR/$suite" >"$log" 2>&1 || st=$?
+        portable_tally_runner "$suite" "$log" $st "portable-regress-$mode"
+      done
+      if portable_wanted portable-isolation && [ $pg_tle_built = 0 ]; then
+        echo "  portable-isolation: skipped (its specs CREATE EXTENSION idem, through pg_tle)"
+      elif portable_wanted portable-isolation; then
+        begin "portable-isolation (pg_isolation_regress on test/specs against the pg_tle install)"
+        log=$WORKDIR/portable-isolation.log
+        outdir=$WORKDIR/portable-isolation
+        mkdir -p "$outdir"
+        [ "$(id -u)" -eq 0 ] && chown postgres "$outdir"
+        skip=$(portable_skipped_specs)
+        specs=()
+        for spec in test/specs/*.spec; do
+          name=$(basename "$spec" .spec)
+          grep -qxF "$name" <<<"$skip" || specs+=("$name")
+        done
+        [ -z "$skip" ] || echo "  not run (test/portable/skip): $(echo $skip)"
+        st=0
+        portable_isolation_database "$server" idem_portable_isolation >"$log" 2>&1 || st=$?
+        bounded_as_user 900 "$("$PORTABLE_BIN/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" \
+          --use-existing --host="$server/socket" --port="$PORT" --user=postgres \
+          --bindir="$PORTABLE_BIN" --inputdir=test --outputdir="$outdir" \
+          --dbname=idem_portable_isolation "${specs[@]}" >>"$log" 2>&1 || st=$?
+        portable_tally_regress portable-isolation "$log" $st "$outdir"
       fi
-      portable_stop_server "$server"
     fi
+    portable_stop_server "$server"
   fi
 fi
