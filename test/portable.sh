@@ -217,12 +217,12 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
         mkdir -p "$outdir"
         [ "$(id -u)" -eq 0 ] && chown postgres "$outdir"
         skip=$(portable_skipped_specs)
-        specs=()
+        specs=() skipped=()
         for spec in test/specs/*.spec; do
           name=$(basename "$spec" .spec)
-          grep -qxF "$name" <<<"$skip" || specs+=("$name")
+          if grep -qxF "$name" <<<"$skip"; then skipped+=("$name"); else specs+=("$name"); fi
         done
-        [ -z "$skip" ] || echo "  not run (test/portable/skip): $(echo $skip)"
+        [ ${#skipped[@]} -eq 0 ] || echo "  not run (test/portable/skip): ${skipped[*]}"
         st=0
         portable_isolation_database "$server" idem_portable_isolation >"$log" 2>&1 || st=$?
         bounded_as_user 900 "$("$PORTABLE_BIN/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" \
