@@ -124,6 +124,17 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
   log=$WORKDIR/portable-setup.log
   IDEM_CPP_BIN=$PGBIN
   portable_ok=1
+  # dist/ is what users run: when the tree carries it, it must be what
+  # `make portable` writes from sql/ and portable/ (the tests then use the
+  # files make writes, the same ones).
+  if [ -d dist ]; then
+    if as_user make -s portable-check PG_CONFIG="$PG_CONFIG" >"$WORKDIR/portable-dist.log" 2>&1; then
+      tally portable-dist 1 0
+    else
+      tail -n 5 "$WORKDIR/portable-dist.log" | sed 's/^/    /'
+      tally portable-dist 0 1
+    fi
+  fi
   as_user make -s portable PG_CONFIG="$PG_CONFIG" >"$log" 2>&1 || portable_ok=0
   if [ $portable_ok = 1 ]; then
     make_private_install_without_idem "$WORKDIR/portable-install" "$PG_CONFIG" >>"$log" 2>&1 || portable_ok=0
