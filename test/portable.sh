@@ -119,7 +119,8 @@ portable_stop_server() {  # dir
   return 0
 }
 
-if portable_wanted portable-install || portable_wanted portable-regress || portable_wanted portable-isolation; then
+if portable_wanted portable-install || portable_wanted portable-regress || portable_wanted portable-regress-file ||
+  portable_wanted portable-isolation; then
   begin "portable engine: make portable; a copy of the installation without idem${PG_TLE_SRC:+, with pg_tle}"
   log=$WORKDIR/portable-setup.log
   IDEM_CPP_BIN=$PGBIN
@@ -139,7 +140,7 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
   if [ $portable_ok = 1 ]; then
     make_private_install_without_idem "$WORKDIR/portable-install" "$PG_CONFIG" >>"$log" 2>&1 || portable_ok=0
     PORTABLE_BIN=$PGBIN
-    PGBIN=$IDEM_CPP_BIN
+    PGBIN=$IDEM_CPP_BIN  # what the C++ engine's suites use, as before
     [ "$(id -u)" -eq 0 ] && chown -R postgres "$WORKDIR/portable-install"
   fi
   # pg_tle: once per major, into the copy (whose pg_config names the copy's
