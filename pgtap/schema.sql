@@ -1,6 +1,6 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(116);
+SELECT plan(120);
 
 SELECT has_schema('idem');
 SELECT has_extension('idem');
@@ -100,6 +100,12 @@ SELECT has_function('idem', 'purge_expired', ARRAY['integer']);
 SELECT function_returns('idem', 'purge_expired', ARRAY['integer'], 'bigint');
 SELECT has_function('idem', 'sweep_stale', ARRAY['integer']);
 SELECT function_returns('idem', 'sweep_stale', ARRAY['integer'], 'bigint');
+-- 1.2: the worker's round in one call, an operator's definer.
+SELECT has_function('idem', 'run_maintenance', ARRAY[]::text[]);
+SELECT function_returns('idem', 'run_maintenance', ARRAY[]::text[], 'jsonb');
+SELECT is_definer('idem', 'run_maintenance', ARRAY[]::text[]);
+SELECT ok(NOT has_function_privilege('public', 'idem.run_maintenance()', 'EXECUTE'),
+          'run_maintenance is not granted to PUBLIC');
 SELECT has_function('idem', 'request_hash', ARRAY['jsonb']);
 SELECT has_function('idem', 'request_hash', ARRAY['bytea']);
 SELECT volatility_is('idem', 'request_hash', ARRAY['jsonb'], 'immutable');
