@@ -15,6 +15,8 @@
 #                       files against a pg_tle install (CREATE EXTENSION idem)
 #   portable-regress-file  the same through the SQL-file install (--mode file;
 #                       needs no pg_tle)
+#   portable-maint-owner  test/portable/run_maintenance_owner.sh: run_maintenance
+#                       where the extension's owner is not a superuser
 #   portable-isolation  pg_isolation_regress on test/specs against the same
 #                       server
 # Regress and isolation share one server with pg_tle preloaded; each
@@ -120,7 +122,7 @@ portable_stop_server() {  # dir
 }
 
 if portable_wanted portable-install || portable_wanted portable-regress || portable_wanted portable-regress-file ||
-  portable_wanted portable-isolation; then
+  portable_wanted portable-maint-owner || portable_wanted portable-isolation; then
   begin "portable engine: make portable; a copy of the installation without idem${PG_TLE_SRC:+, with pg_tle}"
   log=$WORKDIR/portable-setup.log
   IDEM_CPP_BIN=$PGBIN
@@ -195,7 +197,7 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
   fi
 
   if [ $portable_ok = 1 ] && { portable_wanted portable-regress || portable_wanted portable-regress-file ||
-    portable_wanted portable-isolation; }; then
+    portable_wanted portable-maint-owner || portable_wanted portable-isolation; }; then
     server=$WORKDIR/portable-server
     rm -rf "$server"
     begin "portable engine: a server of the installation without idem$([ $pg_tle_built = 1 ] && echo ', pg_tle preloaded') (port $PORT)"
@@ -220,6 +222,22 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
           --outdir "$WORKDIR/$suite" >"$log" 2>&1 || st=$?
         portable_tally_runner "$suite" "$log" $st "portable-regress-$mode"
       done
+      # run_maintenance where the extension's owner is not a superuser and
+      # another role calls it (test/portable/run_maintenance_owner.sh).
+      if [ -f test/portable/run_maintenance_owner.sh ] && portable_wanted portable-maint-owner; then
+        begin "portable-maint-owner (test/portable/run_maintenance_owner.sh)"
+        log=$WORKDIR/portable-maint-owner.log
+        st=0
+        bounded_as_user 300 env PGHOST="$server/socket" PGPORT="$PORT" PGUSER=postgres \
+          PATH="$PORTABLE_BIN:$PATH" bash test/portable/run_maintenance_owner.sh \
+          "$WORKDIR/portable-maint-owner" >"$log" 2>&1 || st=$?
+        sed 's/^/    /' "$log" | tail -n 20
+        if [ $st -eq 0 ]; then tally portable-maint-owner 1 0; else
+          d=$WORKDIR/portable-maint-owner/run_maintenance_owner.diff
+          [ -f "$d" ] && head -n 40 "$d" | sed 's/^/    /'
+          tally portable-maint-owner 0 1
+        fi
+      fi
       if portable_wanted portable-isolation && [ $pg_tle_built = 0 ]; then
         echo "  portable-isolation: skipped (its specs CREATE EXTENSION idem, through pg_tle)"
       elif portable_wanted portable-isolation; then
