@@ -19,6 +19,10 @@
 #                       where the extension's owner is not a superuser
 #   portable-isolation  pg_isolation_regress on test/specs against the same
 #                       server
+#   portable-proofs     test/portable/proofs.sh: the twin storm and the crash
+#                       run (test/t/101, 103) with IDEM_ENGINE=portable
+#   portable-pgtap      the same script's pgTAP files, through the SQL file
+#                       and through pg_tle
 # Regress and isolation share one server with pg_tle preloaded; each
 # installs idem in a database of its own. test/portable/skip names the tests
 # the portable engine does not run, each with its reason.
@@ -263,5 +267,27 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
       fi
     fi
     portable_stop_server "$server"
+  fi
+
+  # The proofs (twin storm, crash run) and pgTAP on the portable engine,
+  # each in clusters of their own (test/portable/proofs.sh).
+  if [ $portable_ok = 1 ] && { portable_wanted portable-proofs || portable_wanted portable-pgtap; }; then
+    begin "portable-proofs and portable-pgtap (test/portable/proofs.sh: twin storm, crash run, pgTAP)"
+    log=$WORKDIR/portable-proofs.log
+    mkdir -p "$WORKDIR/portable-proofs"
+    [ "$(id -u)" -eq 0 ] && chown postgres "$WORKDIR/portable-proofs"
+    st=0
+    bounded_as_user 900 env IDEM_PORTABLE_BIN="$PORTABLE_BIN" IDEM_TREE="$TREE" \
+      bash test/portable/proofs.sh --work "$WORKDIR/portable-proofs" --port "$PORT" >"$log" 2>&1 || st=$?
+    for suite in portable-proofs portable-pgtap; do
+      line=$(grep -E "^$suite: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+      p=$(awk '{print $2}' <<<"$line") f=$(awk '{print $4}' <<<"$line")
+      if [ -z "$line" ]; then p=0 f=1; fi
+      if [ "$f" -gt 0 ] || { [ $st -ne 0 ] && [ "$suite" = portable-pgtap ]; }; then
+        [ "$f" -gt 0 ] || f=1
+        echo "  $suite failed; tail of $log:"; tail -n 30 "$log" | sed 's/^/    /'
+      fi
+      tally "$suite" "$p" "$f"
+    done
   fi
 fi
