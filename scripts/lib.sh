@@ -10,7 +10,8 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3
   libdbd-pg-perl
   nodejs python3-psycopg default-jdk-headless libpostgresql-jdbc-java  # examples/clients
-  patroni python3-etcd etcd-server pgbouncer postgresql-$PG_MAJOR-plproxy)  # test/cluster
+  patroni python3-etcd etcd-server pgbouncer postgresql-$PG_MAJOR-plproxy  # test/cluster
+  flex bison libkrb5-dev postgresql-$PG_MAJOR-cron)  # test/portable.sh: pg_tle's build, pg_cron
 
 say() { printf '==> %s\n' "$*"; }
 
@@ -71,14 +72,13 @@ build_extension() {  # [pg_config]
   rm -f "$log"
 }
 
-# A private copy of the PostgreSQL installation with idem installed into it,
-# like PostgreSQL's own tmp_install: no system directory is written, and
-# several runs can proceed side by side. The copy's pg_config, postgres and
-# pgxs find their files relative to where they are, so the copy's pg_config
-# reports the copy's directories (and `make installcheck PG_CONFIG=<it>`
-# tests the copy); the server headers come along so it can build too.
-# Installs the tree in the current directory. Sets PGBIN.
-make_private_install() {  # root [pg_config]
+# A private copy of the PostgreSQL installation, like PostgreSQL's own
+# tmp_install: no system directory is written, and several runs can proceed
+# side by side. The copy's pg_config, postgres and pgxs find their files
+# relative to where they are, so the copy's pg_config reports the copy's
+# directories (and `make installcheck PG_CONFIG=<it>` tests the copy); the
+# server headers come along so it can build too. Sets PGBIN.
+make_private_pg_copy() {  # root [pg_config]
   local root=$1 pgc=${2:-$HOST_PG_CONFIG}
   local bindir sharedir pkglibdir includedir
   bindir=$("$pgc" --bindir)
@@ -90,8 +90,30 @@ make_private_install() {  # root [pg_config]
   [ -d "$root$sharedir" ] || cp -a "$sharedir" "$root$(dirname "$sharedir")/"
   [ -d "$root$pkglibdir" ] || cp -a "$pkglibdir" "$root$(dirname "$pkglibdir")/"
   [ -d "$root$includedir" ] || cp -a "$includedir" "$root$(dirname "$includedir")/"
-  make -s install DESTDIR="$root" PG_CONFIG="$pgc" >/dev/null
   PGBIN="$root$bindir"
+}
+
+# The private copy with the tree in the current directory installed into it.
+# Sets PGBIN.
+make_private_install() {  # root [pg_config]
+  local root=$1 pgc=${2:-$HOST_PG_CONFIG}
+  make_private_pg_copy "$root" "$pgc" || return
+  make -s install DESTDIR="$root" PG_CONFIG="$pgc" >/dev/null
+}
+
+# The private copy without any of idem's files, as on a server that cannot
+# load idem's library (the portable engine's installs): whatever a system
+# installation holds of idem (a developer's `make install`, a chroot's run)
+# is removed from the copy, and none may remain. Sets PGBIN.
+make_private_install_without_idem() {  # root [pg_config]
+  local root=$1 pgc=${2:-$HOST_PG_CONFIG} left
+  make_private_pg_copy "$root" "$pgc" || return
+  rm -rf "$root$("$pgc" --sharedir)"/extension/idem.control \
+    "$root$("$pgc" --sharedir)"/extension/idem--*.sql \
+    "$root$("$pgc" --pkglibdir)"/idem.so \
+    "$root$("$pgc" --pkglibdir)"/bitcode/idem "$root$("$pgc" --pkglibdir)"/bitcode/idem.index.bc
+  left=$(find "$root" \( -name 'idem.control' -o -name 'idem--*.sql' -o -name 'idem.so' \) -print -quit)
+  [ -z "$left" ] || { echo "make_private_install_without_idem: $left is still in the copy" >&2; return 1; }
 }
 
 # Runs a command as the user that owns the clusters (initdb refuses root).

@@ -9,18 +9,21 @@
 # `make prove_installcheck` (test/t), and test/extra.d (except fuzz.sh, pure
 # C++, which run-tests runs once, and clients.sh, run on the host only).
 #
-#   test/suites.sh --work DIR --pg-config PATH --port N [--private-install] [--assert]
+#   test/suites.sh --work DIR --pg-config PATH --port N [--private-install] [--assert] [--pg-tle DIR]
 #
 # DIR/tree is a copy of the source tree (run-tests makes it). Each suite's
 # log is DIR/<suite>.log; DIR/tally gets one "suite passed failed" line per
 # suite. A failing test is named, with the head of its diff or the tail of
-# its log. IDEM_ONLY (any of regress isolation pgtap tap extra cluster, or an
-# extra's name) limits the suites; IDEM_TAP_FILES selects TAP files.
+# its log. IDEM_ONLY (any of regress isolation pgtap tap extra cluster
+# portable, or an extra's or a portable suite's name) limits the suites;
+# IDEM_TAP_FILES selects TAP files. The portable engine's suites
+# (test/portable.sh) build pg_tle from the copy of its source in DIR
+# (--pg-tle; without it, they skip what needs pg_tle).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/chroot.sh"  # chroot_upgrade_from
 
-WORKDIR= PG_CONFIG= PORT= PRIVATE=0 ASSERT=0
+WORKDIR= PG_CONFIG= PORT= PRIVATE=0 ASSERT=0 PG_TLE_SRC=
 while [ $# -gt 0 ]; do
   case $1 in
     --work) WORKDIR=$2; shift 2 ;;
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
     --port) PORT=$2; shift 2 ;;
     --private-install) PRIVATE=1; shift ;;
     --assert) ASSERT=1; shift ;;
+    --pg-tle) PG_TLE_SRC=$2; shift 2 ;;
     *) echo "test/suites.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -330,4 +334,8 @@ if wanted cluster && [ $PRIVATE = 1 ] && [ "$major" = 15 ]; then
   [ "$st" -ne 0 ] && tap_failure_summary "$log"
   tally_tap cluster "$log" "$st"
 fi
+
+# The portable engine: its installs (pg_tle, SQL file, pg_cron) and the
+# contract suites against it.
+source test/portable.sh
 exit 0

@@ -1,0 +1,68 @@
+# The portable engine as one SQL file, for services without pg_tle (Cloud
+# SQL, Azure, Neon, Aiven): the database's owner, not a superuser, runs
+# dist/idem-portable.sql with psql -f; idem.installed_version records the
+# version, and dist/idem-portable--X--Y.sql files upgrade it with the keys
+# in place. An upgrade file run against another version changes nothing.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdemPortable;
+
+my $node = portable_node('sqlfile');
+my $install = tree_file('dist/idem-portable.sql');
+my $install_11 = tree_file('build/portable/idem-portable--1.1.sql');
+my $upgrade = tree_file('dist/idem-portable--1.1--1.2.sql');
+$node->safe_psql('postgres', q{
+	CREATE ROLE dbowner LOGIN NOSUPERUSER;
+	CREATE ROLE app LOGIN;
+	CREATE DATABASE shop OWNER dbowner;
+	CREATE DATABASE shop11 OWNER dbowner;});
+is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'dbowner'}),
+	'f', 'dbowner is not a superuser');
+
+sub installed_version
+{
+	my ($db) = @_;
+	return sql_as($node, $db, 'dbowner', 'SELECT version FROM idem.installed_version');
+}
+
+# A fresh install of the newest version.
+my ($rc, $out, $err) = psql_file($node, 'shop', 'dbowner', $install);
+is($rc, 0, 'dbowner runs dist/idem-portable.sql') or diag($err);
+is(installed_version('shop'), '1.2', 'idem.installed_version says 1.2');
+is($node->safe_psql('shop', q{SELECT nspowner::regrole FROM pg_namespace WHERE nspname = 'idem'}),
+	'dbowner', 'the schema is the owner\'s');
+grant_request_path($node, 'shop', 'dbowner', 'app');
+round_trip($node, 'shop', 'app', 'file', 'k1');
+
+# The upgrade file against a database already at 1.2: a clear error, and
+# nothing changed.
+($rc, $out, $err) = psql_file($node, 'shop', 'dbowner', $upgrade);
+isnt($rc, 0, 'the 1.1--1.2 upgrade file refuses a database at 1.2');
+like($err, qr/ERROR:/, 'with an error') and note($err);
+is(installed_version('shop'), '1.2', 'the database is still at 1.2');
+replays($node, 'shop', 'app', 'file', 'k1');
+
+# 1.1, keys, then the upgrade: the keys replay at 1.2.
+($rc, $out, $err) = psql_file($node, 'shop11', 'dbowner', $install_11);
+is($rc, 0, 'dbowner installs 1.1 (build/portable/idem-portable--1.1.sql)') or diag($err);
+is(installed_version('shop11'), '1.1', 'idem.installed_version says 1.1');
+grant_request_path($node, 'shop11', 'dbowner', 'app');
+round_trip($node, 'shop11', 'app', 'file11', 'k1');
+($rc, $out, $err) = psql_file($node, 'shop11', 'dbowner', $upgrade);
+is($rc, 0, 'dbowner runs dist/idem-portable--1.1--1.2.sql') or diag($err);
+is(installed_version('shop11'), '1.2', 'idem.installed_version says 1.2 after the upgrade');
+replays($node, 'shop11', 'app', 'file11', 'k1');
+round_trip($node, 'shop11', 'app', 'file11', 'k2');
+
+# An upgrade file on a database without idem: an error, nothing created.
+$node->safe_psql('postgres', 'CREATE DATABASE empty OWNER dbowner');
+($rc, $out, $err) = psql_file($node, 'empty', 'dbowner', $upgrade);
+isnt($rc, 0, 'the upgrade file refuses a database without idem');
+is($node->safe_psql('empty', q{SELECT count(*) FROM pg_namespace WHERE nspname = 'idem'}),
+	'0', 'and creates nothing there');
+
+$node->stop;
+done_testing();
