@@ -62,6 +62,13 @@ uint64 purge_batch(SpiSession *session, Datum *params) {
     TM_FailureData failure;
     TM_Result result = table_tuple_delete(rel, &tid, command, GetActiveSnapshot(),
                                           InvalidSnapshot, false, &failure, false);
+    // The only lock on the row may be this transaction's own (a sweep in the
+    // same transaction locked it, and its new version keeps the lock): SKIP
+    // LOCKED does not skip a transaction's own locks, so neither does this.
+    // Deleting with wait = true then waits for nobody.
+    if (result == TM_BeingModified && TransactionIdIsCurrentTransactionId(failure.xmax))
+      result = table_tuple_delete(rel, &tid, command, GetActiveSnapshot(), InvalidSnapshot, true,
+                                  &failure, false);
     if (result == TM_Ok) deleted += 1;
   }
   table_close(rel, NoLock);

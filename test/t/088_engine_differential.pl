@@ -30,8 +30,9 @@
 #
 # IDEM_DIFF_SEQUENCES (default 200) sequences of IDEM_DIFF_CALLS (30) calls
 # from IDEM_DIFF_SEED (printed; default fixed); IDEM_DIFF_ONLY=N runs
-# sequence N alone. IDEM_DIFF_PORTABLE_APART=1 puts the portable engine in a
-# cluster of its own without the library. IDEM_DIFF_BOTH_CPP=1 puts the C++
+# sequence N alone. The portable engine runs in a cluster of its own without
+# the library, as on a managed service (IDEM_DIFF_PORTABLE_APART=0 puts it
+# beside the C++ engine, where the library's settings are registered). IDEM_DIFF_BOTH_CPP=1 puts the C++
 # engine in both databases (the driver's own check: nothing may differ);
 # IDEM_DIFF_INJECT='SQL' runs SQL in the second database after each reset
 # (a difference put in on purpose must be found and shrunk). Without
@@ -53,7 +54,7 @@ my $calls_per_sequence = $ENV{IDEM_DIFF_CALLS} // 30;
 my $seed = $ENV{IDEM_DIFF_SEED} // 20261125;
 my $only = $ENV{IDEM_DIFF_ONLY};
 my $both_cpp = $ENV{IDEM_DIFF_BOTH_CPP};
-my $apart = $ENV{IDEM_DIFF_PORTABLE_APART};
+my $apart = $ENV{IDEM_DIFF_PORTABLE_APART} // 1;
 my $shown_mismatches = $ENV{IDEM_DIFF_SHOW} // 6;
 
 my $tree = $ENV{IDEM_TREE} // '.';
@@ -83,8 +84,8 @@ $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE cpp');
 $node->safe_psql('cpp', 'CREATE EXTENSION idem');
 
-# With IDEM_DIFF_PORTABLE_APART=1 the portable engine runs in a cluster of
-# its own without the library, as on a managed service: its settings are
+# By default the portable engine runs in a cluster of its own without the
+# library, as on a managed service: its settings are
 # then placeholders holding the text a user set, not values the C++
 # engine's settings checked and normalised.
 my $portable_node = $node;
