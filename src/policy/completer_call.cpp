@@ -82,22 +82,6 @@ CallOwnership claim(SpiSession *session, const Candidate &candidate) {
   return ownership;
 }
 
-// Why the completer cannot run as its owner, or nullptr; *owner is the
-// function's owner when it exists. The worker's checks (completer_launch.cpp)
-// less the ones about connecting: no process connects here.
-const char *why_not_runnable(Oid function, Oid *owner) {
-  *owner = InvalidOid;
-  HeapTuple proc = OidIsValid(function) ? SearchSysCache1(PROCOID, ObjectIdGetDatum(function))
-                                        : nullptr;
-  if (!HeapTupleIsValid(proc)) return "The function no longer exists.";
-  *owner = reinterpret_cast<Form_pg_proc>(GETSTRUCT(proc))->proowner;
-  ReleaseSysCache(proc);
-  const char *role = GetUserNameFromId(*owner, true);
-  if (role == nullptr) return "Its owner no longer exists.";
-  if (!compat::may_execute(function, *owner))
-    return psprintf("Its owner, role \"%s\", may not execute it.", role);
-  return nullptr;
-}
 
 char *temp_objects(SpiSession *session) {
   (void)spi_run(session, Statement::session_temp_objects, nullptr, nullptr);
@@ -218,7 +202,7 @@ KeyEnd complete_one(SpiSession *session, const Candidate &candidate) {
   if (!ownership.owned) return KeyEnd::not_owned;
   stats::count(stats::Counter::completer_runs);
   Oid owner;
-  const char *reason = why_not_runnable(candidate.completer, &owner);
+  const char *reason = completer_not_runnable(candidate.completer, &owner);
   if (reason != nullptr) {
     ereport(WARNING,
             (errmsg("idem completer %s for scope \"%s\", key \"%s\" cannot be run",
@@ -259,6 +243,22 @@ void run_completers_in_call(SpiSession *session, int32 limit, int max_batches,
       stats::count(stats::Counter::completer_failures);
     }
   }
+}
+
+// Why the completer cannot run as its owner, or nullptr; *owner is the
+// function's owner when it exists (completer_call.hpp).
+const char *completer_not_runnable(Oid function, Oid *owner) {
+  *owner = InvalidOid;
+  HeapTuple proc = OidIsValid(function) ? SearchSysCache1(PROCOID, ObjectIdGetDatum(function))
+                                        : nullptr;
+  if (!HeapTupleIsValid(proc)) return "The function no longer exists.";
+  *owner = reinterpret_cast<Form_pg_proc>(GETSTRUCT(proc))->proowner;
+  ReleaseSysCache(proc);
+  const char *role = GetUserNameFromId(*owner, true);
+  if (role == nullptr) return "Its owner no longer exists.";
+  if (!compat::may_execute(function, *owner))
+    return psprintf("Its owner, role \"%s\", may not execute it.", role);
+  return nullptr;
 }
 
 }  // namespace idem

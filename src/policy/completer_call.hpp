@@ -24,4 +24,10 @@ namespace idem {
 void run_completers_in_call(SpiSession *session, int32 limit, int max_batches,
                             CompleterTotals *totals);
 
+// Why a completer cannot run as its owner wherever it runs (the function or
+// its owner is gone, or the owner may not execute it), or nullptr; *owner is
+// the function's owner when it exists. Inside a transaction. The worker adds
+// its checks about connecting as the owner (completer_launch.cpp).
+const char *completer_not_runnable(Oid function, Oid *owner);
+
 }  // namespace idem

@@ -6,6 +6,7 @@
 // lock ends and a grace period after it.
 #include "policy/completer_launch.hpp"
 
+#include "policy/completer_call.hpp"
 #include "policy/completer_run.hpp"
 #include "pg/guard.hpp"
 #include "pg/spi_session.hpp"
@@ -49,16 +50,8 @@ IDEM_LONGJMP_SAFE(Ownership);
 // Why the owner's process could not run the completer, or nullptr; inside
 // a transaction. *owner is the function's owner when it exists.
 const char *why_not_runnable(Oid function, Oid *owner) {
-  *owner = InvalidOid;
-  HeapTuple proc = OidIsValid(function) ? SearchSysCache1(PROCOID, ObjectIdGetDatum(function))
-                                        : nullptr;
-  if (!HeapTupleIsValid(proc)) return "The function no longer exists.";
-  *owner = reinterpret_cast<Form_pg_proc>(GETSTRUCT(proc))->proowner;
-  ReleaseSysCache(proc);
-  const char *role = GetUserNameFromId(*owner, true);
-  if (role == nullptr) return "Its owner no longer exists.";
-  if (!compat::may_execute(function, *owner))
-    return psprintf("Its owner, role \"%s\", may not execute it.", role);
+  if (const char *reason = completer_not_runnable(function, owner)) return reason;
+  const char *role = GetUserNameFromId(*owner, false);
   HeapTuple authid = SearchSysCache1(AUTHOID, ObjectIdGetDatum(*owner));
   bool may_log_in = HeapTupleIsValid(authid) &&
                     reinterpret_cast<Form_pg_authid>(GETSTRUCT(authid))->rolcanlogin;
