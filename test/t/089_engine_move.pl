@@ -163,7 +163,7 @@ sub make_keys {
 # The recipe of README.md "Moving between engines": idem's tables and
 # sequences, data only, restored in one transaction by idem's owner.
 my @moved = qw(idem.idempotency_request idem.fence_seq idem.scope_policy idem.consumed_message
-  idem.outbox_event idem.outbox_lease_fence_seq);
+  idem.outbox_event idem.outbox_event_id_seq idem.outbox_lease_fence_seq);
 
 sub move {
 	my ($from, $to, $to_owner) = @_;
