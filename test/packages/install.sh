@@ -110,7 +110,9 @@ test_major() {  # major port
   MAJOR=$1 PORT=$2
   local suite deb11 deb10 mm
   suite=$(pkg_suite "$MAJOR")
-  mm=${V11%.*}
+  # The version CREATE EXTENSION makes: the tree's control file (between
+  # releases it is ahead of the package's upstream version).
+  mm=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" "$WORK/src-1.1/idem/idem.control")
   echo "==> PostgreSQL $MAJOR ($suite)"
 
   if build_and_judge "$suite" 1.1 "$WORK/src-1.1/idem"; then
