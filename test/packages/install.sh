@@ -44,12 +44,13 @@ no_cluster_made() {
 }
 
 # The library, the control file, every versioned script the build installs
-# (those in sql/ and the default version's base script, which make may
-# generate), and the documents.
+# (those in sql/, and a base script for every version an update script
+# reaches, which make generates), and the documents.
 shipped_files() {  # source-dir
   local ext=$ROOT/usr/share/postgresql/$MAJOR/extension default expected actual missing=()
   default=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$1/idem.control")
-  expected=$({ echo idem.control; echo "idem--$default.sql"; ls "$1/sql" | grep '^idem--.*\.sql$'; } | sort -u)
+  expected=$({ echo idem.control; echo "idem--$default.sql"; ls "$1/sql" | grep '^idem--.*\.sql$'
+               ls "$1/sql" | sed -n 's/^idem--[0-9.]*--\([0-9.]*\)\.sql$/idem--\1.sql/p'; } | sort -u)
   actual=$(ls "$ext" | grep '^idem[.-]' | sort)
   [ "$expected" = "$actual" ] ||
     { echo "extension directory: expected"; echo "$expected"; echo "found"; echo "$actual"; return 1; }
