@@ -101,6 +101,7 @@ my %writes = (
 	outbox_published => [qq{SELECT idem.outbox_published($event_id, $lease_fence)}],
 	outbox_failed => [qq{SELECT idem.outbox_failed($event_id, $lease_fence, 'boom')}],
 	purge_published => [q{SELECT idem.purge_published()}],
+	run_maintenance => [q{SELECT idem.run_maintenance()}],
 );
 for my $function (sort keys %writes)
 {
