@@ -43,6 +43,7 @@ while [ $# -gt 0 ]; do
 done
 [[ $MODE == pgtle || $MODE == file ]] || { echo "regress.sh: --mode pgtle|file" >&2; exit 2; }
 [ -n "$OUTDIR" ] || { echo "regress.sh: --outdir DIR" >&2; exit 2; }
+command -v patch >/dev/null || { echo "regress.sh: needs patch(1) for the reviewed differences" >&2; exit 2; }
 mkdir -p "$OUTDIR/results" "$OUTDIR/expected"
 
 if [ $# -gt 0 ]; then
