@@ -51,8 +51,10 @@ def main():
     if a.mode == "smoke":
         out += ["Smoke mode: one short round of a fixed number of transactions; the figures are not "
                 "measurements.", ""]
-    out += [f"bench/portable/run at {a.commit}; {a.machine}; synchronous_commit on, fsync on; "
-            f"pgbench -M prepared; {a.rounds} rounds of {a.seconds} s per peer and cell, the peers "
+    length = (f"{a.rounds} rounds of {a.seconds} s per peer and cell" if a.mode == "full"
+              else "one round of 50 transactions per client, fsync off")
+    out += [f"bench/portable/run at {a.commit}; {a.machine}; synchronous_commit on"
+            f"{', fsync on' if a.mode == 'full' else ''}; pgbench -M prepared; {length}, the peers "
             f"interleaved in an order that rotates every round; the purge: {a.purge_rows} expired keys "
             f"per peer in batches of {batch}, one client. A shared machine: its 2 cores also ran other "
             "sessions' builds and tests, so the absolute figures move from round to round and from run "
