@@ -17,18 +17,24 @@
 # raised in a function body, C does not. psql is told not to print
 # context (SHOW_CONTEXT=never) and the expected files' CONTEXT lines are
 # dropped, so both sides compare without them. A test that cannot pass on
-# the portable engine is listed in test/portable/skip with its reason; a
-# reviewed difference has its own expected output in
-# test/portable/expected/<mode>/<test>.out.
+# the portable engine is listed in test/portable/skip with its reason. A
+# reviewed difference is a patch to the C++ engine's expected output,
+# test/portable/expected/<test>.diff (both modes), then
+# test/portable/expected/<mode>/<test>.diff: each hunk is a difference the
+# engines are allowed, and the rest of the file must still match.
+# test/portable/input/<test>.diff edits the input the same way, where a
+# statement's effect differs by design. `--update-patch` writes the patch from the results (the common one in
+# pgtle mode, the file mode's own in file mode; read it before committing).
 # Prints "<test> ... ok|FAILED|skipped" lines and a closing
 # "portable-regress-<mode>: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 TREE=$PWD
 
-MODE= OUTDIR=
+MODE= OUTDIR= UPDATE=0
 while [ $# -gt 0 ]; do
   case $1 in
+    --update-patch) UPDATE=1; shift ;;
     --mode) MODE=$2; shift 2 ;;
     --outdir) OUTDIR=$2; shift 2 ;;
     --*) echo "regress.sh: unknown option $1" >&2; exit 2 ;;
@@ -102,23 +108,46 @@ for t in "${tests[@]}"; do
   fi
   input=$TREE/sql/$t.sql
   result=$OUTDIR/results/$t.out
+  # A reviewed edit of the input (test/portable/input/<test>.diff): where a
+  # statement's effect differs by design (a setting refused at SET by the
+  # C++ engine, at use by the portable one), the edit keeps the rest of the
+  # file testing what it tests.
+  if [ -f "$TREE/test/portable/input/$t.diff" ]; then
+    patch -s -o "$OUTDIR/results/$t.in.sql" "$input" "$TREE/test/portable/input/$t.diff" ||
+      echo "  test/portable/input/$t.diff does not apply"
+    input=$OUTDIR/results/$t.in.sql
+  fi
   if [ "$MODE" = file ]; then
     file_mode_input <"$input" >"$OUTDIR/results/$t.sql"
     input=$OUTDIR/results/$t.sql
   fi
   psql -X -a -q -d "$db" -v HIDE_TABLEAM=on -v HIDE_TOAST_COMPRESSION=on -v SHOW_CONTEXT=never \
     <"$input" 2>&1 | drop_context >"$result"
-  # The best of the expected files (pg_regress accepts t.out, t_1.out, ...).
+  # The best of the expected files (pg_regress accepts t.out, t_1.out, ...),
+  # with the reviewed differences applied.
   best= bestsize=
-  candidates=("$TREE"/expected/"$t".out "$TREE"/expected/"$t"_[0-9].out)
-  [ -f "$TREE/test/portable/expected/$MODE/$t.out" ] && candidates=("$TREE/test/portable/expected/$MODE/$t.out")
-  for e in "${candidates[@]}"; do
+  patch_out=$TREE/test/portable/expected/$t.diff
+  [ "$MODE" = file ] && patch_out=$TREE/test/portable/expected/file/$t.diff
+  for e in "$TREE"/expected/"$t".out "$TREE"/expected/"$t"_[0-9].out; do
     [ -f "$e" ] || continue
     exp=$OUTDIR/expected/$(basename "$e")
-    if [ "$MODE" = file ]; then drop_context <"$e" | file_mode_expected >"$exp"; else drop_context <"$e" >"$exp"; fi
+    drop_context <"$e" >"$exp"
+    for p in "$TREE/test/portable/expected/$t.diff" "$TREE/test/portable/expected/$MODE/$t.diff"; do
+      [ -f "$p" ] || continue
+      [ $UPDATE = 1 ] && [ "$p" = "$patch_out" ] && continue
+      patch -s -o "$exp.patched" "$exp" "$p" >"$exp.patch.log" 2>&1 ||
+        { echo "  $p does not apply to $(basename "$e"):"; cat "$exp.patch.log"; }
+      [ -f "$exp.patched" ] && mv "$exp.patched" "$exp"
+    done
+    [ "$MODE" = file ] && { file_mode_expected <"$exp" >"$exp.file"; mv "$exp.file" "$exp"; }
     size=$(diff -U3 "$exp" "$result" | wc -l)
     if [ -z "$best" ] || [ "$size" -lt "$bestsize" ]; then best=$exp bestsize=$size; fi
   done
+  if [ $UPDATE = 1 ] && [ -n "$best" ] && [ "$bestsize" -gt 0 ]; then
+    mkdir -p "$(dirname "$patch_out")"
+    diff -U3 --label "expected/$t.out" --label "portable/$t.out" "$best" "$result" >"$patch_out"
+    echo "  wrote ${patch_out#$TREE/}: read it"
+  fi
   if [ -z "$best" ]; then
     printf '%-36s ... FAILED (no expected output)\n' "$t"
     failed=$((failed + 1))

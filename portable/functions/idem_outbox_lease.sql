@@ -1,0 +1,55 @@
+-- outbox_lease (src/messages/outbox.cpp, statement outbox_lease of
+-- src/messages/message_statements.cpp): the due events, leased. An event is
+-- due when it is pending (or its lease ran out) and available, and no
+-- earlier event of its aggregate is pending or leased; SKIP LOCKED, so two
+-- relays never wait for, or get, the same event. Columns are qualified
+-- throughout: the result's columns are PL/pgSQL variables of the same names.
+LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF $1 IS NULL OR $1 <= 0 THEN
+        RAISE EXCEPTION 'batch_limit must be positive'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('batch_limit was %s.', COALESCE($1::text, 'NULL')),
+                  HINT = 'Pass a positive number of rows.';
+    END IF;
+    -- A lease that is not positive on every calendar would be over when
+    -- granted, and the next lease would take the same event.
+    IF $2 IS NULL OR NOT idem.interval_is_positive($2) THEN
+        RAISE EXCEPTION 'lease must be positive and finite'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('lease was %s.', COALESCE($2::text, 'NULL')),
+                  HINT = 'Pass a lease longer than one delivery takes.';
+    END IF;
+    RETURN QUERY
+    WITH due AS (
+      SELECT e.id AS due_id
+      FROM idem.outbox_event e
+      WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
+        AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
+        AND e.available_at <= pg_catalog.statement_timestamp()
+        AND ($3 IS NULL OR e.event_type = ANY ($3))
+        AND NOT EXISTS (
+          SELECT
+          FROM idem.outbox_event p
+          WHERE e.aggregate_id IS NOT NULL
+            AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
+            AND p.aggregate_id IS NOT NULL
+            AND (p.aggregate_type = e.aggregate_type
+                 OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+            AND p.aggregate_id = e.aggregate_id
+            AND p.id < e.id)
+      ORDER BY e.id
+      LIMIT $1
+      FOR UPDATE OF e SKIP LOCKED)
+    UPDATE idem.outbox_event o
+    SET status = 'leased'::idem.outbox_status,
+        lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+        leased_until = pg_catalog.statement_timestamp() + $2,
+        attempt_count = o.attempt_count + 1
+    FROM due
+    WHERE o.id = due.due_id
+    RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+              o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+END
+$function$

@@ -1,0 +1,36 @@
+-- outbox_published (src/messages/outbox.cpp): P4012, with
+-- idem.outbox_lease_lost's words, when the lease was lost. published_at is
+-- the clock at the mark, not the statement's start, as in C++: a relay may
+-- lease an aggregate's next event only after this mark committed, and the
+-- times must say so.
+LANGUAGE plpgsql
+AS $function$
+DECLARE
+    event_status text;
+    event_fence bigint;
+    state text;
+BEGIN
+    UPDATE idem.outbox_event e
+       SET status = 'published'::idem.outbox_status,
+           published_at = pg_catalog.clock_timestamp(),
+           leased_until = NULL,
+           lease_fence = NULL,
+           last_error = NULL
+     WHERE e.id = $1
+       AND e.status = 'leased'::idem.outbox_status
+       AND e.lease_fence = $2;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    SELECT e.status::text, e.lease_fence INTO event_status, event_fence
+      FROM idem.outbox_event e
+     WHERE e.id = $1;
+    state := CASE WHEN NOT FOUND THEN 'no such event'
+                  ELSE pg_catalog.format('status %s, fence %s', event_status, COALESCE(event_fence::text, '')) END;
+    RAISE EXCEPTION 'the lease on this outbox event was lost'
+        USING ERRCODE = 'P4012',
+              DETAIL = pg_catalog.format('outbox_published(%s, %s): the event is not leased under this fence (%s).',
+                                         COALESCE($1::text, ''), COALESCE($2::text, 'NULL'), state),
+              HINT = 'Another relay leased the event after this lease ran out; drop the result, do not retry it.';
+END
+$function$

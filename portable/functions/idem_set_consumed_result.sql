@@ -1,0 +1,34 @@
+-- set_consumed_result (src/messages/inbox.cpp): P4020 when the message has
+-- no live row.
+LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF $1 IS NULL OR pg_catalog.char_length($1) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'consumer must be 1 to 255 characters'
+            USING ERRCODE = 'P4000',
+                  DETAIL = pg_catalog.format('consumer was %s.', idem.portable_msg_quoted($1, 40)),
+                  HINT = 'Name the consumer (the scope of its message ids).';
+    END IF;
+    IF $2 IS NULL OR pg_catalog.char_length($2) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'message_id must be 1 to 255 characters'
+            USING ERRCODE = 'P4001',
+                  DETAIL = pg_catalog.format('consumer %s, message_id %s.', idem.portable_msg_quoted($1),
+                                             idem.portable_msg_quoted($2, 40)),
+                  HINT = 'Pass the message''s own id, as the broker delivers it.';
+    END IF;
+    UPDATE idem.consumed_message m
+       SET result_ref_type = $3,
+           result_ref_id = $4
+     WHERE m.consumer = $1
+       AND m.message_id = $2
+       AND m.expires_at > pg_catalog.statement_timestamp();
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'message % of consumer % is not consumed',
+                        idem.portable_msg_quoted($2), idem.portable_msg_quoted($1)
+            USING ERRCODE = 'P4020',
+                  DETAIL = pg_catalog.format('consumer %s, message_id %s: no live consumed message.',
+                                             idem.portable_msg_quoted($1), idem.portable_msg_quoted($2)),
+                  HINT = 'Call idem.consume_once first, in the same transaction.';
+    END IF;
+END
+$function$
