@@ -59,8 +59,9 @@ def main():
             f"per peer in batches of {batch}, one client. A shared machine: its 2 cores also ran other "
             "sessions' builds and tests, so the absolute figures move from round to round and from run "
             "to run; the ratios of peers measured in the same rounds are what count.", "",
-            "Peers: **portable** = the portable engine (dist/idem-portable.sql, its own database, "
-            "installed by a role that is not superuser); **C++** = the extension; **ref** = "
+            "Peers: **portable** = the portable engine (dist/idem-portable.sql, installed by a role "
+            "that is not superuser, in a second cluster on the same machine, alike but without idem's "
+            "library, as on a managed service); **C++** = the extension; **ref** = "
             "bench/reference.sql, a careful hand-written PL/pgSQL store of the design documents "
             "(no inbox or outbox: '-' there); **floor** = the least plain SQL a client could send "
             "(bench/workloads/*_floor.sql, bench/messages/*_plain.sql).", "",
