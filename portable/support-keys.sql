@@ -251,16 +251,18 @@ BEGIN
                       WHEN '' THEN base_usecs
                       WHEN 'us' THEN 1 WHEN 'ms' THEN 1000 WHEN 's' THEN 1000000
                       WHEN 'min' THEN 60000000 WHEN 'h' THEN 3600000000 WHEN 'd' THEN 86400000000 END;
-    IF parts IS NULL OR unit_usecs IS NULL THEN
+    IF parts IS NULL THEN
+        RAISE EXCEPTION 'invalid value for parameter "%": "%"', name, raw USING ERRCODE = '22023';
+    END IF;
+    IF unit_usecs IS NULL THEN
         RAISE EXCEPTION 'invalid value for parameter "%": "%"', name, raw
             USING ERRCODE = '22023',
-                  HINT = CASE WHEN parts IS NOT NULL
-                              THEN 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".' END;
+                  HINT = 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".';
     END IF;
     value := pg_catalog.round(parts[1]::numeric * unit_usecs / base_usecs);
     IF value < min_value OR value > max_value THEN
         RAISE EXCEPTION '%', pg_catalog.format('%s%s is outside the valid range for parameter "%s" (%s .. %s)',
-                                               value, CASE WHEN parts[2] = '' THEN '' ELSE ' ' || base_unit END,
+                                               value, ' ' || base_unit,
                                                name, min_value, max_value)
             USING ERRCODE = '22023';
     END IF;
@@ -371,7 +373,7 @@ REVOKE ALL ON FUNCTION idem.portable_session_token_of(timestamptz) FROM PUBLIC;
 -- C++ engine without its registry).
 CREATE FUNCTION idem.portable_session_token()
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -582,8 +584,7 @@ BEGIN
                 EXIT;
             END IF;
         END IF;
-        -- Lost a race: the next look uses a fresh clock, as the C++ claim's.
-        now := pg_catalog.clock_timestamp();
+        -- Lost a race: look again, under the same clock (as the C++ claim).
     END LOOP;
     IF kind IS NULL THEN
         RAISE EXCEPTION 'could not claim the idempotency key: it kept changing under contention'
@@ -610,7 +611,7 @@ REVOKE ALL ON FUNCTION idem.portable_claim_once(text, text, text, text, interval
 CREATE FUNCTION idem.portable_explain_refusal(scope text, key text, fence bigint,
                                               not_owned_sqlstate text, operation text)
 RETURNS void
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -644,7 +645,7 @@ REVOKE ALL ON FUNCTION idem.portable_explain_refusal(text, text, bigint, text, t
 -- One LOG line per use of a by-key tool (log_tool_use, src/keys/key_tools.cpp).
 CREATE FUNCTION idem.portable_log_tool_use(tool text, scope text, key text, what text)
 RETURNS void
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -665,7 +666,7 @@ REVOKE ALL ON FUNCTION idem.portable_log_tool_use(text, text, text, text) FROM P
 -- meanwhile (40001). Logs the refusal, then raises it.
 CREATE FUNCTION idem.portable_refuse_tool(tool text, scope text, key text)
 RETURNS void
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE

@@ -1,6 +1,12 @@
 -- The portable engine's helpers for idem.request_hash (RFC 8785, JCS) and
--- for the inbox and outbox. Internal: called from the engine's own bodies,
--- which run as the extension's owner; PUBLIC may execute none of them.
+-- for the inbox and outbox.
+--
+-- idem.request_hash is granted to PUBLIC and runs as its caller (it is not
+-- SECURITY DEFINER, as the C function is not), so its helpers below are
+-- granted to PUBLIC too: like request_hash they are pure functions of their
+-- arguments that read no table and reveal nothing. The inbox's and
+-- outbox's helpers are called only from SECURITY DEFINER bodies, which run
+-- as the extension's owner; PUBLIC may execute none of them.
 
 -- ---- RFC 8785 canonical JSON (src/pure/jcs.cpp, src/pure/jcs_number.cpp) ----
 -- The C++ engine canonicalizes the document's text (jsonb's output) with a
@@ -28,7 +34,7 @@ AS $$
                     FROM (SELECT pg_catalog.split_part(pg_catalog.ltrim(lower($1), '-'), 'e', 1) AS mantissa,
                                  COALESCE(NULLIF(pg_catalog.split_part(lower($1), 'e', 2), '')::integer, 0) AS exponent) b) m) s
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_digits(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_digits(text) TO PUBLIC;
 
 -- ECMAScript's Number::toString (ECMA-262 7.1.12.1) of
 -- (-1)^negative * 0.digits * 10^(point + 1), as append_ecmascript writes it.
@@ -51,7 +57,7 @@ AS $$
          END
     FROM (SELECT pg_catalog.length($2) AS k, $3 OPERATOR(pg_catalog.+) 1 AS n) k
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_ecmascript(boolean, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_ecmascript(boolean, text, integer) TO PUBLIC;
 
 -- The canonical form of one JSON number as jsonb writes it (plain decimal:
 -- numeric never writes an exponent), or P4005 with the C++ engine's words
@@ -85,22 +91,26 @@ BEGIN
         why := pg_catalog.format('it has %s significant digits, more than an IEEE 754 double keeps (17 at most)',
                                  pg_catalog.length(sent.digits));
     ELSE
-        -- Near the ends of the range the nearest double may be 0 or
-        -- infinite, which float8in refuses (22003): the C++ engine's
-        -- too large / too small. Elsewhere the cast cannot fail, and no
-        -- subtransaction is spent on it.
-        IF sent.point OPERATOR(pg_catalog.>=) 307 OR sent.point OPERATOR(pg_catalog.<=) -307 THEN
-            BEGIN
-                magnitude := (sent.digits || 'e' || (sent.point OPERATOR(pg_catalog.-) pg_catalog.length(sent.digits)
-                                                     OPERATOR(pg_catalog.+) 1)::text)::float8;
-            EXCEPTION WHEN numeric_value_out_of_range THEN
-                magnitude := NULL;
-            END;
+        -- Past the ends of the range the nearest double is infinite or 0,
+        -- which float8in refuses (22003); an exception block cannot catch
+        -- that in a parallel worker (request_hash is PARALLEL SAFE), so the
+        -- bounds are compared exactly first: from 2^1024 - 2^970 up a
+        -- number rounds to infinity, up to 2^-1075 to 0 (ties to even).
+        IF sent.point OPERATOR(pg_catalog.>=) 308
+           AND (sent.digits || 'e' || (sent.point OPERATOR(pg_catalog.-) pg_catalog.length(sent.digits)
+                                       OPERATOR(pg_catalog.+) 1)::text)::numeric
+               OPERATOR(pg_catalog.>=) (pg_catalog.power(2::numeric, 1024) OPERATOR(pg_catalog.-) pg_catalog.power(2::numeric, 970)) THEN
+            magnitude := 'infinity';
+        ELSIF sent.point OPERATOR(pg_catalog.<=) -323
+              AND ((sent.digits || 'e' || (sent.point OPERATOR(pg_catalog.-) pg_catalog.length(sent.digits)
+                                          OPERATOR(pg_catalog.+) 1)::text)::numeric
+                  OPERATOR(pg_catalog.*) pg_catalog.power(2::numeric, 1075)) OPERATOR(pg_catalog.<=) 1 THEN
+            magnitude := 0;
         ELSE
             magnitude := (sent.digits || 'e' || (sent.point OPERATOR(pg_catalog.-) pg_catalog.length(sent.digits)
                                                  OPERATOR(pg_catalog.+) 1)::text)::float8;
         END IF;
-        IF magnitude IS NULL OR magnitude OPERATOR(pg_catalog.=) 0
+        IF magnitude OPERATOR(pg_catalog.=) 0
            OR magnitude OPERATOR(pg_catalog.=) 'infinity'::float8 THEN
             why := CASE WHEN sent.point OPERATOR(pg_catalog.>) 0
                         THEN 'its magnitude is too large for an IEEE 754 double'
@@ -156,7 +166,7 @@ BEGIN
     RETURN idem.portable_jcs_ecmascript(negative, sent.digits, sent.point);
 END
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_number(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_number(text) TO PUBLIC;
 
 -- A member name's sort key: RFC 8785 orders names by their UTF-16 code
 -- units, which is code point order (text's under COLLATE "C" in UTF-8)
@@ -181,13 +191,15 @@ AS $$
     FROM (SELECT u.ch, pg_catalog.ascii(u.ch) AS cp, u.ord
             FROM pg_catalog.unnest(pg_catalog.string_to_array($1, NULL)) WITH ORDINALITY AS u(ch, ord)) c
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_utf16_key(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_utf16_key(text) TO PUBLIC;
 
 -- The canonical text of one array or object, recursively (scalars are
 -- written where they are met, without a call). Errors come in the order
--- the C++ parser meets them, jsonb's order: an aggregate evaluates its
--- arguments row by row as jsonb_each / jsonb_array_elements return them,
--- and only then sorts. Called only for documents at most
+-- the C++ parser meets them, jsonb's order: the sort's input, each
+-- member's text, is computed row by row as jsonb_each /
+-- jsonb_array_elements return them (PostgreSQL postpones past a sort only
+-- volatile expressions, or expensive ones under a LIMIT), and only then
+-- sorted. ARRAY(... ORDER BY) costs less than an ordered aggregate. Called only for documents at most
 -- portable_jcs_recursion_limit levels deep (idem.portable_jcs), so the
 -- recursion stays far from max_stack_depth.
 CREATE FUNCTION idem.portable_jcs_container(doc jsonb)
@@ -197,8 +209,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF pg_catalog.jsonb_typeof(doc) OPERATOR(pg_catalog.=) 'object' THEN
-        RETURN '{' || COALESCE((
-            SELECT pg_catalog.string_agg(
+        RETURN '{' || pg_catalog.array_to_string(ARRAY(
+            SELECT (
                        pg_catalog.to_jsonb(m.key)::text || ':' ||
                        CASE pg_catalog.jsonb_typeof(m.value)
                          WHEN 'object' THEN idem.portable_jcs_container(m.value)
@@ -209,13 +221,13 @@ BEGIN
                                  AND m.value::text OPERATOR(pg_catalog.!~) '^-?0\.000000'
                                 THEN m.value::text
                                 ELSE idem.portable_jcs_number(m.value::text) END
-                         ELSE m.value::text END,
-                       ',' ORDER BY CASE WHEN m.key OPERATOR(pg_catalog.~) '[\ue000-\U0010ffff]'
-                                         THEN idem.portable_jcs_utf16_key(m.key) ELSE m.key END COLLATE "C")
-              FROM pg_catalog.jsonb_each(doc) AS m), '') || '}';
+                         ELSE m.value::text END)
+              FROM pg_catalog.jsonb_each(doc) AS m
+             ORDER BY CASE WHEN m.key OPERATOR(pg_catalog.~) '[\ue000-\U0010ffff]'
+                           THEN idem.portable_jcs_utf16_key(m.key) ELSE m.key END COLLATE "C"), ',') || '}';
     ELSIF pg_catalog.jsonb_typeof(doc) OPERATOR(pg_catalog.=) 'array' THEN
-        RETURN '[' || COALESCE((
-            SELECT pg_catalog.string_agg(
+        RETURN '[' || pg_catalog.array_to_string(ARRAY(
+            SELECT (
                        CASE pg_catalog.jsonb_typeof(e.value)
                          WHEN 'object' THEN idem.portable_jcs_container(e.value)
                          WHEN 'array' THEN idem.portable_jcs_container(e.value)
@@ -225,16 +237,16 @@ BEGIN
                                  AND e.value::text OPERATOR(pg_catalog.!~) '^-?0\.000000'
                                 THEN e.value::text
                                 ELSE idem.portable_jcs_number(e.value::text) END
-                         ELSE e.value::text END,
-                       ',' ORDER BY e.ordinality)
-              FROM pg_catalog.jsonb_array_elements(doc) WITH ORDINALITY AS e), '') || ']';
+                         ELSE e.value::text END)
+              FROM pg_catalog.jsonb_array_elements(doc) WITH ORDINALITY AS e
+             ORDER BY e.ordinality), ',') || ']';
     ELSIF pg_catalog.jsonb_typeof(doc) OPERATOR(pg_catalog.=) 'number' THEN
         RETURN idem.portable_jcs_number(doc::text);
     END IF;
     RETURN doc::text;
 END
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_container(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_container(jsonb) TO PUBLIC;
 
 -- The same for a deep document, without recursion: a loop over the tokens
 -- of jsonb's text with an explicit stack, as the C++ parser reads it, which
@@ -306,7 +318,7 @@ BEGIN
     RAISE EXCEPTION 'JSON canonicalization found no value' USING ERRCODE = 'P4099';
 END
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs_deep(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_deep(text) TO PUBLIC;
 
 -- RFC 8785's canonical form of a document (what idem.request_hash hashes).
 -- Documents with few brackets (counted in the text, strings included: an
@@ -327,18 +339,22 @@ BEGIN
     END IF;
     written := document::text;
     brackets := pg_catalog.length(written) OPERATOR(pg_catalog.-) pg_catalog.length(pg_catalog.translate(written, '[{', ''));
-    IF brackets OPERATOR(pg_catalog.>) 64 AND (
-         SELECT pg_catalog.max(d.depth) OPERATOR(pg_catalog.>) 64
+    -- Two IFs: a condition holding a query is no simple expression, and
+    -- PL/pgSQL would start the executor for it even when its first half is
+    -- false, for every document.
+    IF brackets OPERATOR(pg_catalog.>) 64 THEN
+      IF (SELECT pg_catalog.max(d.depth) OPERATOR(pg_catalog.>) 64
            FROM (SELECT pg_catalog.sum(CASE WHEN t.m[1] OPERATOR(pg_catalog.=) ANY ('{"[","{"}'::text[]) THEN 1
                                             WHEN t.m[1] OPERATOR(pg_catalog.=) ANY ('{"]","}"}'::text[]) THEN -1
                                             ELSE 0 END) OVER (ORDER BY t.ord) AS depth
                    FROM pg_catalog.regexp_matches(written, '("(?:[^"\\]|\\.)*"|[\[\]{}])', 'g') WITH ORDINALITY AS t(m, ord)) d) THEN
         RETURN idem.portable_jcs_deep(written);
+      END IF;
     END IF;
     RETURN idem.portable_jcs_container(document);
 END
 $$;
-REVOKE ALL ON FUNCTION idem.portable_jcs(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs(jsonb) TO PUBLIC;
 
 -- ---- the inbox's and outbox's error wording (src/pg/message_text.cpp) ----
 
@@ -366,35 +382,18 @@ REVOKE ALL ON FUNCTION idem.portable_msg_quoted(text, integer) FROM PUBLIC;
 
 -- idem.inbox_retention as consume_once uses it: NULL for -1 (forever), else
 -- that many seconds (7 days when unset). Without the library the setting is
--- a placeholder that takes any text, so the value is judged here, with the
--- words PostgreSQL's GUC code uses when the library's definition refuses it
--- at SET time (src/messages/message_maintenance.cpp: an integer of seconds,
--- -1 .. 2147483647, units us ms s min h d, and not 0).
+-- a placeholder that takes any text, so it is judged here, by the key
+-- store's rule for an integer setting with units (idem.portable_int_setting,
+-- portable/support-keys.sql), and 0 with the words of the library's check
+-- (src/messages/message_maintenance.cpp), at use instead of at SET.
 CREATE FUNCTION idem.portable_msg_inbox_retention()
 RETURNS interval
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    setting text := COALESCE(NULLIF(pg_catalog.current_setting('idem.inbox_retention', true), ''), '604800');
-    parts text[];
-    seconds numeric;
+    seconds integer := idem.portable_int_setting('idem.inbox_retention', 604800, 's', -1, 2147483647);
 BEGIN
-    parts := pg_catalog.regexp_match(pg_catalog.btrim(setting), '^([-+]?[0-9]+(?:\.[0-9]*)?|[-+]?\.[0-9]+)\s*([a-z]*)$');
-    IF parts IS NULL OR parts[2] NOT IN ('', 'us', 'ms', 's', 'min', 'h', 'd')
-       OR (parts[2] = '' AND parts[1] !~ '^[-+]?[0-9]+$') THEN
-        RAISE EXCEPTION 'invalid value for parameter "idem.inbox_retention": "%"', setting
-            USING ERRCODE = '22023',
-                  HINT = CASE WHEN parts IS NOT NULL AND parts[2] <> ''
-                              THEN 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".' END;
-    END IF;
-    seconds := pg_catalog.round(parts[1]::numeric * CASE parts[2] WHEN 'us' THEN 0.000001 WHEN 'ms' THEN 0.001
-                                                                  WHEN 'min' THEN 60 WHEN 'h' THEN 3600
-                                                                  WHEN 'd' THEN 86400 ELSE 1 END);
-    IF seconds < -1 OR seconds > 2147483647 THEN
-        RAISE EXCEPTION '% is outside the valid range for parameter "idem.inbox_retention" (-1 .. 2147483647)', seconds
-            USING ERRCODE = '22023';
-    END IF;
     IF seconds = 0 THEN
         RAISE EXCEPTION 'invalid value for parameter "idem.inbox_retention": 0'
             USING ERRCODE = '22023',
@@ -403,7 +402,7 @@ BEGIN
     IF seconds = -1 THEN
         RETURN NULL;
     END IF;
-    RETURN pg_catalog.make_interval(secs => seconds::double precision);
+    RETURN pg_catalog.make_interval(secs => seconds);
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_msg_inbox_retention() FROM PUBLIC;

@@ -331,6 +331,7 @@ SELECT status FROM idem.evict('h61', 'k3', true);
 SELECT status FROM idem.evict('h61', 'k4');
 SELECT idem.purge_expired() OPERATOR(pg_catalog.>=) 1 AS purged;
 SELECT public.h61_try($$SELECT idem.purge_expired(0)$$) AS bad_batch;
+SELECT pg_catalog.jsonb_typeof(idem.run_maintenance()) AS maintained;
 
 -- ==== policies: written by the role, then in force ====
 INSERT INTO idem.scope_policy (scope, lock_timeout, retention, max_attempts, completer, completer_delay)

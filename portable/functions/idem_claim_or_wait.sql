@@ -45,7 +45,9 @@ BEGIN
                                                policy.lock_timeout, policy.retention,
                                                policy.max_attempts, bound);
             IF answer.kind = 'processing_active' THEN
-                -- Undo whatever a lost takeover locked; the answer survives.
+                -- Undo whatever a lost takeover locked (PL/pgSQL variables
+                -- survive the rollback, so the answer does). P4098 is raised
+                -- and caught only here; any other error ends the call.
                 RAISE EXCEPTION USING ERRCODE = 'P4098';
             END IF;
         EXCEPTION WHEN SQLSTATE 'P4098' THEN

@@ -7,16 +7,16 @@
 -- expired row is renewed in place, as if the purger had deleted it. Each
 -- statement of a volatile PL/pgSQL function sees the transaction's earlier
 -- writes and takes a new snapshot under READ COMMITTED, as the C++ probe
--- does. The retention: the argument, else the consumer's scope policy
--- (read from idem.scope_policy at each call: the C++ engine's cache of it
--- is per backend), else idem.inbox_retention.
+-- does. The retention of a new message: the argument, else the consumer's
+-- scope policy (read from idem.scope_policy at each new message: the C++
+-- engine keeps it in a per-backend cache), else idem.inbox_retention (a bad
+-- value of which is refused here, at the first new message; the library
+-- refuses it at SET).
 LANGUAGE plpgsql
 AS $function$
 DECLARE
     clock timestamptz := pg_catalog.statement_timestamp();
     expiry timestamptz;
-    policy record;
-    kept interval;
     stored_hash text;
     stored_expiry timestamptz;
 BEGIN
@@ -49,17 +49,6 @@ BEGIN
 
     IF $4 IS NOT NULL THEN
         expiry := clock + $4;
-    ELSE
-        SELECT p.keep_forever, p.retention INTO policy
-          FROM idem.scope_policy p WHERE p.scope = $1;
-        IF FOUND AND policy.keep_forever THEN
-            expiry := 'infinity';
-        ELSIF FOUND AND policy.retention IS NOT NULL THEN
-            expiry := clock + policy.retention;
-        ELSE
-            kept := idem.portable_msg_inbox_retention();
-            expiry := CASE WHEN kept IS NULL THEN 'infinity'::timestamptz ELSE clock + kept END;
-        END IF;
     END IF;
 
     -- Twice at most: a row purged between the insert's conflict and the
@@ -81,8 +70,19 @@ BEGIN
             END IF;
             RETURN false;
         END IF;
+        -- Without a retention argument the expiry is looked up here, for a
+        -- new message only (a replay reads no policy and no setting), in
+        -- the insert itself rather than a statement of its own: the
+        -- consumer's policy (keep_forever, or its retention), else the
+        -- setting (NULL for -1: forever).
         INSERT INTO idem.consumed_message AS m (consumer, message_id, message_hash, consumed_at, expires_at)
-        VALUES ($1, $2, $3, clock, expiry)
+        VALUES ($1, $2, $3, clock,
+                COALESCE(expiry,
+                         (SELECT CASE WHEN p.keep_forever THEN 'infinity'::timestamptz ELSE clock + p.retention END
+                            FROM idem.scope_policy p
+                           WHERE p.scope = $1 AND (p.keep_forever OR p.retention IS NOT NULL)),
+                         clock + idem.portable_msg_inbox_retention(),
+                         'infinity'::timestamptz))
         ON CONFLICT ON CONSTRAINT consumed_message_pkey DO UPDATE
         SET message_hash = excluded.message_hash,
             consumed_at = excluded.consumed_at,

@@ -3,8 +3,12 @@
 -- PostgreSQL delivers at commit only. Puts of one aggregate first take the
 -- C++ engine's transaction-level advisory lock on it (class 1768187245,
 -- hashtext of "aggregate_type/aggregate_id"), so an aggregate's events
--- commit in id order under either engine. The delivery key is
--- idem.request_hash of [scope, key, event_type], as the C++ statement has it.
+-- commit in id order under either engine. The delivery key is what the C++
+-- statement stores, idem.request_hash(jsonb_build_array(scope, key,
+-- event_type)), written out: the RFC 8785 form of an array of three strings
+-- is the three strings as jsonb writes them (its escapes are RFC 8785's),
+-- between brackets and commas, so the same bytes are hashed without the
+-- canonicalizer's queries (087_portable_request_hash compares them with the C++ engine's).
 LANGUAGE plpgsql
 AS $function$
 DECLARE
@@ -77,7 +81,9 @@ BEGIN
         scope, key, event_type, payload, aggregate_type, aggregate_id, headers,
         delivery_key, available_at, created_at)
     VALUES ($1, $2, $3, $4, $5, $6, $7,
-            idem.request_hash(pg_catalog.jsonb_build_array($1, $2, $3)),
+            pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
+                '[' || pg_catalog.to_jsonb($1)::text || ',' || pg_catalog.to_jsonb($2)::text
+                    || ',' || pg_catalog.to_jsonb($3)::text || ']', 'UTF8')), 'hex'),
             COALESCE($8, clock), clock)
     ON CONFLICT ON CONSTRAINT outbox_event_identity DO NOTHING
     RETURNING outbox_event.id INTO event_id;

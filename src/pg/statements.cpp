@@ -60,6 +60,7 @@ constexpr StatementSpec specs[] = {
     {Statement::exhaust_attempts, SPI_OK_UPDATE, 2, {TIMESTAMPTZOID, INT4OID}},
     {Statement::completer_candidates, SPI_OK_SELECT, 2, {TIMESTAMPTZOID, INT4OID}},
     {Statement::completer_claim, SPI_OK_SELECT, 3, {TEXTOID, TEXTOID, TEXTOID}},
+    {Statement::session_temp_objects, SPI_OK_SELECT, 0, {}},
     {Statement::inbox_insert, SPI_OK_INSERT_RETURNING, 5,
      {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
     {Statement::inbox_set_result, SPI_OK_UPDATE, 5,

@@ -114,4 +114,41 @@ SELECT c.kind::pg_catalog.text, c.fence, c.recovery_point, c.attempt_count,
 FROM idem.claim_idempotency_key($1, $2, $3, 'idem completer') c
 )sql";
 
+// Every object in this session's temporary schema, as one text: read before
+// and after a completer that idem.run_maintenance runs in the caller's
+// session (completer_call.cpp). A completer that left one behind (a function
+// or type in pg_temp, which a security-restricted operation does not stop
+// when the schema already exists) is undone.
+extern const char session_temp_objects[] = R"sql(
+WITH temp_object AS (
+  SELECT pg_catalog.concat('pg_class ', c.oid) AS id FROM pg_catalog.pg_class c
+  WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
+  UNION ALL
+  SELECT pg_catalog.concat('pg_proc ', p.oid) FROM pg_catalog.pg_proc p
+  WHERE p.pronamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
+  UNION ALL
+  SELECT pg_catalog.concat('pg_type ', t.oid) FROM pg_catalog.pg_type t
+  WHERE t.typnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
+  UNION ALL
+  SELECT pg_catalog.concat('pg_operator ', o.oid) FROM pg_catalog.pg_operator o
+  WHERE o.oprnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
+  UNION ALL
+  SELECT pg_catalog.concat('pg_collation ', l.oid) FROM pg_catalog.pg_collation l
+  WHERE l.collnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
+  UNION ALL
+  SELECT pg_catalog.concat('pg_conversion ', v.oid) FROM pg_catalog.pg_conversion v
+  WHERE v.connamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
+  UNION ALL
+  SELECT pg_catalog.concat('pg_opfamily ', f.oid) FROM pg_catalog.pg_opfamily f
+  WHERE f.opfnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
+  UNION ALL
+  SELECT pg_catalog.concat('pg_ts_config ', g.oid) FROM pg_catalog.pg_ts_config g
+  WHERE g.cfgnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
+  UNION ALL
+  SELECT pg_catalog.concat('pg_ts_dict ', d.oid) FROM pg_catalog.pg_ts_dict d
+  WHERE d.dictnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())
+SELECT COALESCE(pg_catalog.string_agg(temp_object.id, ' ' ORDER BY temp_object.id), '')
+FROM temp_object
+)sql";
+
 }  // namespace idem::statement_sql

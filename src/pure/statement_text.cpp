@@ -33,6 +33,7 @@ extern const char policy_load[];
 extern const char exhaust_attempts[];
 extern const char completer_candidates[];
 extern const char completer_claim[];
+extern const char session_temp_objects[];
 extern const char inbox_insert[];
 extern const char inbox_set_result[];
 extern const char outbox_insert[];
@@ -70,6 +71,7 @@ const StatementText statement_texts[statement_count] = {
     {Statement::exhaust_attempts, "exhaust_attempts", statement_sql::exhaust_attempts},
     {Statement::completer_candidates, "completer_candidates", statement_sql::completer_candidates},
     {Statement::completer_claim, "completer_claim", statement_sql::completer_claim},
+    {Statement::session_temp_objects, "session_temp_objects", statement_sql::session_temp_objects},
     {Statement::inbox_insert, "inbox_insert", statement_sql::inbox_insert},
     {Statement::inbox_set_result, "inbox_set_result", statement_sql::inbox_set_result},
     {Statement::outbox_insert, "outbox_insert", statement_sql::outbox_insert},

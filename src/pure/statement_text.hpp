@@ -43,6 +43,7 @@ enum class Statement {
   exhaust_attempts,        // the worker: keys past max_attempts end failed_final
   completer_candidates,    // the worker: abandoned keys due for their completer
   completer_claim,         // the worker's own claim of one of them
+  session_temp_objects,    // run_maintenance: this session's temp objects, before and after a completer
   // inbox and outbox (src/messages/inbox.cpp, src/messages/outbox.cpp)
   inbox_insert,            // a new message, or an expired one renewed in place
   inbox_set_result,        // set_consumed_result on a live consumed message

@@ -1,7 +1,8 @@
-# ALTER EXTENSION idem UPDATE from the released 1.0: keys in every status
+# ALTER EXTENSION idem UPDATE from the released 1.0 (through 1.1 to 1.2,
+# the default version) and from 1.1: keys in every status
 # survive it unchanged and keep working (replays answer the same bytes, fences
 # keep rising, owners complete their keys); the one CHECK of 1.1 refuses what
-# 1.0's thirteen refused, naming the same rule; a fresh 1.1 install and an
+# 1.0's thirteen refused, naming the same rule; a fresh install and an
 # updated one have the same schema; the contract suites pass on an updated
 # install.
 use strict;
@@ -40,11 +41,16 @@ sub install_1_0 {
 		"$db: idem installed at 1.0");
 }
 
+# 1.0 -> 1.1 -> 1.2, one step at a time, then UPDATE to the default: nothing left.
 sub update_idem {
 	my ($db) = @_;
-	sql($db, 'ALTER EXTENSION idem UPDATE');
+	sql($db, q{ALTER EXTENSION idem UPDATE TO '1.1'});
 	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.1',
 		"$db: idem updated to 1.1");
+	sql($db, q{ALTER EXTENSION idem UPDATE TO '1.2'});
+	sql($db, 'ALTER EXTENSION idem UPDATE');
+	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.2',
+		"$db: idem updated to 1.2");
 }
 
 sub check_constraints {
@@ -324,7 +330,7 @@ is($mismatches, 0, "1.0's constraints and 1.1's function refuse the same rows an
 ok($accepted >= 300 && $tried - $accepted >= 300, 'the sample holds both accepted and refused rows');
 is($named, join(',', sort @rules_1_0), 'every one of the thirteen rules was seen broken');
 
-# ---- the schema: a fresh 1.1 install and an updated one are the same ----
+# ---- the schema: a fresh install (1.2) and updated ones are the same ----
 # pg_dump --binary-upgrade writes out each member of the extension (a plain
 # dump writes only CREATE EXTENSION); OIDs and xids are left out.
 create_database('fresh');
@@ -332,8 +338,14 @@ sql('fresh', 'CREATE EXTENSION idem');
 create_database('stepwise');
 install_1_0('stepwise');
 update_idem('stepwise');
+# From a 1.1 install, the one update of 1.2.
+create_database('from_1_1');
+sql('from_1_1', q{CREATE EXTENSION idem VERSION '1.1'});
+sql('from_1_1', 'ALTER EXTENSION idem UPDATE');
+is(sql('from_1_1', q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.2',
+	'from_1_1: idem updated from 1.1 to 1.2');
 my %schema;
-for my $d (qw(fresh stepwise)) {
+for my $d (qw(fresh stepwise from_1_1)) {
 	my $file = PostgreSQL::Test::Utils::tempdir . "/$d.sql";
 	$node->command_ok([ 'pg_dump', '--binary-upgrade', '--schema-only', '-f', $file, '-d', $d ],
 		"pg_dump --binary-upgrade of $d");
@@ -345,6 +357,13 @@ for my $d (qw(fresh stepwise)) {
 like($schema{fresh}, qr/CONSTRAINT idempotency_request_invariants CHECK \(idem\.request_invariants_hold\(/,
 	'the dump shows the members (the invariants constraint)');
 is($schema{stepwise}, $schema{fresh}, 'CREATE EXTENSION idem and 1.0 + ALTER EXTENSION UPDATE build the same schema');
+is($schema{from_1_1}, $schema{fresh}, 'CREATE EXTENSION idem and 1.1 + ALTER EXTENSION UPDATE build the same schema');
+# 1.2's call on a database that came from 1.0: the round runs, and the key
+# the policy section below relies on is untouched by it.
+like(sql('stepwise', q{SELECT idem.run_maintenance()}), qr/"swept": 0,/,
+	'after the updates, idem.run_maintenance() runs');
+is(sql('stepwise', q{SELECT has_function_privilege('public', 'idem.run_maintenance()', 'EXECUTE')}), 'f',
+	'and is not granted to PUBLIC after the update');
 is(check_constraints('fresh'), 'idempotency_request_invariants', 'a fresh install validates its constraint');
 
 # ---- 1.1's scope policy after ALTER EXTENSION UPDATE ----

@@ -23,6 +23,9 @@ use POSIX ();
 use Time::HiRes ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Cwd ();
+use File::Basename ();
+use IPC::Run ();
 use Exporter 'import';
 
 our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
@@ -196,23 +199,65 @@ SELECT count(*) FROM (SELECT n < lag(n) OVER (PARTITION BY aggregate ORDER BY se
 }
 
 # A cluster of its own (fsync as asked: the crash run tests durability) with
-# the database "proof", idem and the effects table.
+# the database "proof", idem and the effects table. IDEM_ENGINE=portable
+# runs the same proof on the portable engine: the server is the installation
+# IDEM_PORTABLE_BIN names (its bindir; else the one on PATH), nothing is
+# preloaded, and the engine is dist/idem-portable.sql (of IDEM_TREE, else
+# this tree), run by "proof"'s owner, a role that is not superuser, the way
+# a managed service's customer installs it. The clients connect as the
+# bootstrap superuser on both engines, as they always did.
 sub start_node {
 	my ($name, %opt) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name, $opt{port} ? (port => $opt{port}) : ());
+	my $portable = portable_engine();
+	my @install = $portable && $ENV{IDEM_PORTABLE_BIN}
+	  ? (install_path => File::Basename::dirname($ENV{IDEM_PORTABLE_BIN})) : ();
+	my $node = PostgreSQL::Test::Cluster->new($name, $opt{port} ? (port => $opt{port}) : (), @install);
 	$node->init($opt{allows_streaming} ? (allows_streaming => 1) : ());
 	my $fsync = $opt{fsync} ? 'on' : 'off';
+	my $preload = $portable ? '' : "shared_preload_libraries = 'idem'\n";
 	$node->append_conf('postgresql.conf', <<"CONF");
-shared_preload_libraries = 'idem'
-max_connections = 60
+${preload}max_connections = 60
 log_statement = none
 fsync = $fsync
 restart_after_crash = on
 CONF
 	$node->start;
-	$node->safe_psql('postgres', 'CREATE DATABASE proof');
-	$node->safe_psql('proof', proof_schema_sql());
+	if ($portable) {
+		install_portable($node);
+	} else {
+		$node->safe_psql('postgres', 'CREATE DATABASE proof');
+		$node->safe_psql('proof', proof_schema_sql());
+	}
 	return $node;
+}
+
+# IDEM_ENGINE: unset or "c++" is the C++ engine, "portable" the other.
+sub portable_engine {
+	my $engine = $ENV{IDEM_ENGINE} // '';
+	return 0 if $engine eq '' || $engine eq 'c++';
+	return 1 if $engine eq 'portable';
+	die "IDEM_ENGINE=$engine: expected portable or c++\n";
+}
+
+# "proof" owned by idem_owner (LOGIN, no other attribute), the engine
+# installed by it from the SQL file, then the effects table as before.
+sub install_portable {
+	my ($node) = @_;
+	my $tree = $ENV{IDEM_TREE} // Cwd::abs_path(File::Basename::dirname(__FILE__) . '/../..');
+	my $file = "$tree/dist/idem-portable.sql";
+	die "$file is missing: run make portable\n" unless -f $file;
+	$node->safe_psql('postgres', 'CREATE ROLE idem_owner LOGIN');
+	$node->safe_psql('postgres', 'CREATE DATABASE proof OWNER idem_owner');
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $node->installed_command('psql'), '-XAtq', '-v', 'ON_ERROR_STOP=1',
+			'-d', $node->connstr('proof') . ' user=idem_owner', '-f', $file ],
+		'<', '/dev/null', '>', \$out, '2>', \$err)
+	  or die "installing $file as idem_owner failed:\n$err";
+	(my $schema = proof_schema_sql()) =~ s/^CREATE EXTENSION idem;\n//m;
+	$node->safe_psql('proof', $schema);
+	Test::More::note('engine: portable (' . $node->safe_psql('proof', 'SELECT version FROM idem.installed_version')
+		  . ", $file run by idem_owner, not superuser; " . $node->safe_psql('proof', 'SHOW server_version') . ')');
+	return;
 }
 
 sub dsn_of {

@@ -1,0 +1,251 @@
+-- ==== portable support for 1.2: idem.run_maintenance (portable/functions/idem_run_maintenance.sql) ====
+-- The C++ engine's worker statements (src/policy/policy_statements.cpp) and
+-- its in-call completer (src/policy/completer_call.cpp), in PL/pgSQL. Each
+-- runs as the extension's owner, called from the SECURITY DEFINER body.
+
+-- idem.batch_size, as the C++ engine registers it (1 .. 1000000, default
+-- 10000); without the library it is a plain custom setting, checked here.
+CREATE FUNCTION idem.portable_batch_size()
+RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    setting text := current_setting('idem.batch_size', true);
+BEGIN
+    IF setting IS NULL OR setting = '' THEN
+        RETURN 10000;
+    END IF;
+    IF setting !~ '^\s*[0-9]{1,7}\s*$' OR setting::integer NOT BETWEEN 1 AND 1000000 THEN
+        RAISE EXCEPTION 'invalid value for parameter "idem.batch_size": "%"', setting
+            USING ERRCODE = '22023', HINT = 'Value must be an integer between 1 and 1000000.';
+    END IF;
+    RETURN setting::integer;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_batch_size() FROM PUBLIC;
+
+-- Abandoned keys past their scope's max_attempts end as the next claim
+-- would end them (the worker's exhaust_attempts).
+CREATE FUNCTION idem.portable_exhaust_attempts(now timestamptz, batch_limit integer)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ended bigint;
+BEGIN
+    IF NOT EXISTS (SELECT FROM idem.scope_policy q WHERE q.max_attempts IS NOT NULL) THEN
+        RETURN 0;
+    END IF;
+    WITH done AS (
+        SELECT s.ctid AS tid
+          FROM idem.idempotency_request s
+          JOIN idem.scope_policy p ON p.scope = s.scope
+         WHERE (s.status = 'processing' AND s.locked_until <= now
+                OR s.status = 'failed_retryable' AND s.failure_code = 'abandoned')
+           AND s.expires_at > now
+           AND s.attempt_count >= p.max_attempts
+         LIMIT batch_limit
+           FOR UPDATE OF s SKIP LOCKED)
+    UPDATE idem.idempotency_request AS r
+       SET status = 'failed_final',
+           failure_code = 'too_many_attempts',
+           failure_message = 'the key reached its scope''s max_attempts',
+           locked_until = NULL,
+           finished_at = now,
+           updated_at = now
+     WHERE r.ctid = ANY (ARRAY(SELECT done.tid FROM done));
+    GET DIAGNOSTICS ended = ROW_COUNT;
+    RETURN ended;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_exhaust_attempts(timestamptz, integer) FROM PUBLIC;
+
+-- The keys due for their scope's completer, oldest first (the worker's
+-- completer_candidates); completer 0 when the stored name resolves to no
+-- function any more.
+CREATE FUNCTION idem.portable_completer_candidates(now timestamptz, batch_limit integer)
+RETURNS TABLE (scope text, key text, request_hash text, completer oid)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT r.scope, r.key, r.request_hash,
+       COALESCE(to_regprocedure(p.completer)::oid, '0'::oid)
+  FROM idem.scope_policy p
+  JOIN idem.idempotency_request r ON r.scope = p.scope
+ WHERE p.completer IS NOT NULL
+   AND (r.status = 'processing' AND r.locked_until <= now
+        OR r.status = 'failed_retryable' AND r.failure_code = 'abandoned')
+   AND r.expires_at > now
+   AND COALESCE(r.locked_until, r.updated_at) <= now - COALESCE(p.completer_delay, '0'::interval)
+ ORDER BY COALESCE(r.locked_until, r.updated_at)
+ LIMIT batch_limit
+$$;
+REVOKE ALL ON FUNCTION idem.portable_completer_candidates(timestamptz, integer) FROM PUBLIC;
+
+-- Why a completer may not run, or NULL. The C++ engine runs a completer as
+-- its owner with SetUserIdAndSecContext; SQL has no such call, and SET ROLE
+-- is refused inside a SECURITY DEFINER function (run_maintenance is one).
+-- So the portable engine runs only a completer that runs as its owner by
+-- itself: a SECURITY DEFINER one (its owner's rights, and SET ROLE, RESET
+-- ROLE and SET SESSION AUTHORIZATION refused inside it), or one owned by the
+-- extension's owner, who is the role run_maintenance runs as.
+CREATE FUNCTION idem.portable_completer_refusal(completer oid)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f record;
+BEGIN
+    SELECT p.proowner, p.prosecdef, a.rolname INTO f
+      FROM pg_catalog.pg_proc p LEFT JOIN pg_catalog.pg_roles a ON a.oid = p.proowner
+     WHERE p.oid = completer;
+    IF NOT FOUND THEN
+        RETURN 'The function no longer exists.';
+    END IF;
+    IF f.rolname IS NULL THEN
+        RETURN 'Its owner no longer exists.';
+    END IF;
+    IF NOT has_function_privilege(f.proowner, completer, 'EXECUTE') THEN
+        RETURN format('Its owner, role "%s", may not execute it.', f.rolname);
+    END IF;
+    IF NOT f.prosecdef AND f.proowner <> current_user::regrole::oid THEN
+        RETURN format('It is not SECURITY DEFINER and its owner, role "%s", is not the extension''s owner: '
+                      'the portable engine runs a completer as its owner only as a SECURITY DEFINER function.',
+                      f.rolname);
+    END IF;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_completer_refusal(oid) FROM PUBLIC;
+
+-- Every object in this session's temporary schema (the C++ engine's
+-- session_temp_objects statement).
+CREATE FUNCTION idem.portable_session_temp_objects()
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH temp_object AS (
+    SELECT concat('pg_class ', c.oid) AS id FROM pg_catalog.pg_class c WHERE c.relnamespace = pg_my_temp_schema()
+    UNION ALL SELECT concat('pg_proc ', p.oid) FROM pg_catalog.pg_proc p WHERE p.pronamespace = pg_my_temp_schema()
+    UNION ALL SELECT concat('pg_type ', t.oid) FROM pg_catalog.pg_type t WHERE t.typnamespace = pg_my_temp_schema()
+    UNION ALL SELECT concat('pg_operator ', o.oid) FROM pg_catalog.pg_operator o WHERE o.oprnamespace = pg_my_temp_schema()
+    UNION ALL SELECT concat('pg_collation ', l.oid) FROM pg_catalog.pg_collation l WHERE l.collnamespace = pg_my_temp_schema()
+    UNION ALL SELECT concat('pg_conversion ', v.oid) FROM pg_catalog.pg_conversion v WHERE v.connamespace = pg_my_temp_schema()
+    UNION ALL SELECT concat('pg_opfamily ', f.oid) FROM pg_catalog.pg_opfamily f WHERE f.opfnamespace = pg_my_temp_schema()
+    UNION ALL SELECT concat('pg_ts_config ', g.oid) FROM pg_catalog.pg_ts_config g WHERE g.cfgnamespace = pg_my_temp_schema()
+    UNION ALL SELECT concat('pg_ts_dict ', d.oid) FROM pg_catalog.pg_ts_dict d WHERE d.dictnamespace = pg_my_temp_schema())
+SELECT COALESCE(string_agg(temp_object.id, ' ' ORDER BY temp_object.id), '') FROM temp_object
+$$;
+REVOKE ALL ON FUNCTION idem.portable_session_temp_objects() FROM PUBLIC;
+
+-- The session's settings as a completer could leave them for the next one
+-- and for the caller: every setting pg_settings shows, and idem's own (custom
+-- settings without the library, which pg_settings does not show). The C++
+-- engine gives each completer its own level of settings and undoes it; SQL
+-- cannot, so a completer that leaves one of these changed is undone instead.
+-- Other custom settings (a.b) are invisible to SQL: README says so. Its own
+-- SET clause hides search_path, which the caller reads itself.
+CREATE FUNCTION idem.portable_session_settings()
+RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT COALESCE(jsonb_object_agg(s.name, s.setting), '{}'::jsonb)
+  FROM (SELECT g.name, g.setting FROM pg_catalog.pg_settings g
+        UNION ALL
+        SELECT n.name, current_setting(n.name, true)
+          FROM unnest(ARRAY['idem.lock_timeout', 'idem.retention', 'idem.bind_lock_to_session',
+                            'idem.batch_size', 'idem.inbox_retention', 'idem.outbox_retention',
+                            'idem.outbox_max_attempts', 'idem.outbox_backoff_base',
+                            'idem.outbox_backoff_max', 'idem.require_scope_owner']) AS n(name)) s
+$$;
+REVOKE ALL ON FUNCTION idem.portable_session_settings() FROM PUBLIC;
+
+-- One due key: the call's own claim, then the completer in a subtransaction
+-- (an EXCEPTION block), undone alone when it raises or leaves a temporary
+-- object or a setting behind. Returns 'not_owned', 'succeeded' or 'failed'.
+CREATE FUNCTION idem.portable_run_completer(scope text, key text, request_hash text, completer oid)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c idem.claim;
+    reason text;
+    fname text;
+    call text;
+    temp_before text;
+    temp_after text;
+    settings_before jsonb;
+    path_before text;
+    changed text;
+    state text;
+    message text;
+    outcome record;
+BEGIN
+    SELECT * INTO c FROM idem.claim_idempotency_key(scope, key, request_hash, 'idem completer');
+    IF c.fence IS NULL OR c.kind IN ('replay_success', 'final_failure', 'processing_active') THEN
+        RETURN 'not_owned';
+    END IF;
+    reason := idem.portable_completer_refusal(completer);
+    IF reason IS NOT NULL THEN
+        RAISE WARNING 'idem completer % for scope "%", key "%" cannot be run',
+            CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_proc p WHERE p.oid = completer)
+                 THEN completer::regprocedure::text ELSE completer::text END, scope, key
+            USING DETAIL = reason,
+                  HINT = 'Fix the completer of the scope in idem.scope_policy, or its owner; the key '
+                         'stays claimed until its lock runs out, then a later round tries again.';
+        RETURN 'failed';
+    END IF;
+    fname := completer::regprocedure::text;
+    SELECT format('SELECT %I.%I($1, $2, $3, $4, $5)', n.nspname, p.proname) INTO call
+      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+     WHERE p.oid = completer;
+    temp_before := idem.portable_session_temp_objects();
+    settings_before := idem.portable_session_settings();
+    path_before := current_setting('search_path');
+    BEGIN
+        EXECUTE call USING scope, key, c.fence, c.recovery_point, c.attempt_count;
+        temp_after := idem.portable_session_temp_objects();
+        IF temp_after <> temp_before THEN
+            RAISE EXCEPTION 'the completer left an object in the session''s temporary schema'
+                USING ERRCODE = '42501',
+                      DETAIL = format('Temporary objects before: "%s"; after: "%s".', temp_before, temp_after),
+                      HINT = 'A completer run by idem.run_maintenance may not leave temporary objects '
+                             'for the caller or the next completer.';
+        END IF;
+        SELECT string_agg(a.key, ', ' ORDER BY a.key) INTO changed
+          FROM jsonb_each_text(idem.portable_session_settings()
+                               || jsonb_build_object('search_path', current_setting('search_path'))) a
+         WHERE a.value IS DISTINCT FROM (settings_before || jsonb_build_object('search_path', path_before))->>a.key;
+        IF changed IS NOT NULL THEN
+            RAISE EXCEPTION 'the completer left a setting changed: %', changed
+                USING ERRCODE = '42501',
+                      HINT = 'Give the completer a SET clause for the settings it changes '
+                             '(CREATE FUNCTION ... SET name = value) and change them with SET LOCAL.';
+        END IF;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
+        RAISE WARNING 'idem completer % for scope "%", key "%" failed: %', fname, scope, key, message
+            USING ERRCODE = state,
+                  DETAIL = 'Its work is undone; the key stays claimed until its lock runs out, then '
+                           'a later round tries again.';
+        RETURN 'failed';
+    END;
+    SELECT r.fence, r.status INTO outcome
+      FROM idem.idempotency_request r
+     WHERE r.scope = portable_run_completer.scope AND r.key = portable_run_completer.key;
+    IF FOUND AND outcome.fence = c.fence AND outcome.status <> 'processing' THEN
+        RETURN 'succeeded';
+    END IF;
+    RAISE LOG 'idem completer % recorded no outcome for scope "%", key "%"', fname, scope, key
+        USING DETAIL = 'The key stays processing until its lock runs out; a later round tries again.';
+    RETURN 'failed';
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_run_completer(text, text, text, oid) FROM PUBLIC;
+-- ==== end portable support for 1.2 ====
