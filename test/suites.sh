@@ -212,7 +212,7 @@ for extra in test/extra.d/*.sh; do
   # and report), not the server: once, on the host's PostgreSQL, like the
   # clients; the server's side of every workload is covered per major by
   # the suites above.
-  [ "$name" = bench_smoke ] && [ "$PRIVATE" -eq 0 ] && continue
+  [[ $name == bench_smoke || $name == bench_portable_smoke ]] && [ "$PRIVATE" -eq 0 ] && continue
   wanted_extra "$name" && extras+=("$name")
 done
 if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
