@@ -923,9 +923,15 @@ AS $function$
 DECLARE
     now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
-    PERFORM idem.portable_require_scope_and_key(scope, key);
-    PERFORM idem.portable_require_fence(fence, scope, key);
-    PERFORM idem.portable_check_response_code(response_code, true, scope, key);
+    -- The checks' functions run only for a bad argument (they raise its error).
+    IF scope IS NULL OR key IS NULL OR fence IS NULL OR response_code IS NULL
+       OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
+       OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255
+       OR fence <= 0 OR response_code NOT BETWEEN 100 AND 599 THEN
+        PERFORM idem.portable_require_scope_and_key(scope, key);
+        PERFORM idem.portable_require_fence(fence, scope, key);
+        PERFORM idem.portable_check_response_code(response_code, true, scope, key);
+    END IF;
     UPDATE idem.idempotency_request AS r
        SET status = 'succeeded', recovery_point = 'finished',
            response_code = mark_succeeded.response_code,
@@ -960,16 +966,23 @@ AS $function$
 DECLARE
     now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
-    PERFORM idem.portable_require_scope_and_key(scope, key);
-    PERFORM idem.portable_require_fence(fence, scope, key);
-    PERFORM idem.portable_require_bool(retryable, 'retryable', scope, key);
-    PERFORM idem.portable_require_text(failure_code, 'P4004', 'failure_code', scope, key);
-    IF failure_code = 'abandoned' THEN
-        RAISE EXCEPTION 'failure_code ''abandoned'' is reserved for idem''s own markers'
-            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
-                  HINT = 'idem''s sweeper records ''abandoned'' itself; pass a code of your own, such as ''app_timeout''.';
+    -- The checks' functions run only for a bad argument (they raise its error).
+    IF scope IS NULL OR key IS NULL OR fence IS NULL OR retryable IS NULL OR failure_code IS NULL
+       OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
+       OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255
+       OR fence <= 0 OR failure_code = '' OR failure_code = 'abandoned'
+       OR response_code NOT BETWEEN 100 AND 599 THEN
+        PERFORM idem.portable_require_scope_and_key(scope, key);
+        PERFORM idem.portable_require_fence(fence, scope, key);
+        PERFORM idem.portable_require_bool(retryable, 'retryable', scope, key);
+        PERFORM idem.portable_require_text(failure_code, 'P4004', 'failure_code', scope, key);
+        IF failure_code = 'abandoned' THEN
+            RAISE EXCEPTION 'failure_code ''abandoned'' is reserved for idem''s own markers'
+                USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                      HINT = 'idem''s sweeper records ''abandoned'' itself; pass a code of your own, such as ''app_timeout''.';
+        END IF;
+        PERFORM idem.portable_check_response_code(response_code, false, scope, key);
     END IF;
-    PERFORM idem.portable_check_response_code(response_code, false, scope, key);
     UPDATE idem.idempotency_request AS r
        SET status = CASE WHEN mark_failed.retryable THEN 'failed_retryable'::idem.idempotency_status
                          ELSE 'failed_final'::idem.idempotency_status END,

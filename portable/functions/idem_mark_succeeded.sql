@@ -8,9 +8,15 @@ AS $function$
 DECLARE
     now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
-    PERFORM idem.portable_require_scope_and_key(scope, key);
-    PERFORM idem.portable_require_fence(fence, scope, key);
-    PERFORM idem.portable_check_response_code(response_code, true, scope, key);
+    -- The checks' functions run only for a bad argument (they raise its error).
+    IF scope IS NULL OR key IS NULL OR fence IS NULL OR response_code IS NULL
+       OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
+       OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255
+       OR fence <= 0 OR response_code NOT BETWEEN 100 AND 599 THEN
+        PERFORM idem.portable_require_scope_and_key(scope, key);
+        PERFORM idem.portable_require_fence(fence, scope, key);
+        PERFORM idem.portable_check_response_code(response_code, true, scope, key);
+    END IF;
     UPDATE idem.idempotency_request AS r
        SET status = 'succeeded', recovery_point = 'finished',
            response_code = mark_succeeded.response_code,
