@@ -36,7 +36,10 @@ zip_layout() {  # zip dist
 
 test_pgxn() {  # port
   MAJOR=15 PORT=$1
-  local dist=idem-$V11 zip
+  # The zip is named by META.json's version (semantic: 1.2.0-dev), which
+  # between releases differs from the Debian one (1.2.0~dev).
+  local dist zip
+  dist=idem-$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$TREE/META.json")
   echo "==> PGXN: $dist.zip on bookworm"
   mkdir -p "$WORK/dist"
   timed "make_dist.sh (validates META.json)" "$WORK/dist.log" bash "$TREE/scripts/make_dist.sh" --worktree "$WORK/dist" || return
