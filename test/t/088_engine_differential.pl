@@ -37,11 +37,20 @@
 # IDEM_DIFF_INJECT='SQL' runs SQL in the second database after each reset
 # (a difference put in on purpose must be found and shrunk). Without
 # dist/idem-portable.sql (make portable writes it) the test is skipped.
+#
+# IDEM_DIFF_PORTABLE_VIA=pgtle installs the portable engine through pg_tle
+# instead, as on Amazon RDS: its cluster preloads pg_tle, and a role granted
+# pgtle_admin and CREATE on the database, not a superuser, runs
+# dist/idem-pgtle.sql and then CREATE EXTENSION idem (skipped when the
+# installation has no pg_tle). IDEM_PORTABLE_BIN and IDEM_CPP_BIN (bin
+# directories; test/portable.sh sets them) name the installations the
+# portable and the C++ clusters are made from; unset, the one on PATH.
 use strict;
 use warnings;
 use utf8;
 use DBI;
 use Encode ();
+use File::Basename qw(dirname);
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -56,11 +65,23 @@ my $only = $ENV{IDEM_DIFF_ONLY};
 my $both_cpp = $ENV{IDEM_DIFF_BOTH_CPP};
 my $apart = $ENV{IDEM_DIFF_PORTABLE_APART} // 1;
 my $shown_mismatches = $ENV{IDEM_DIFF_SHOW} // 6;
+my $via = $ENV{IDEM_DIFF_PORTABLE_VIA} // 'file';
+# A cluster's installation: the one whose bin directory $ENV{$var} names.
+sub installation { my ($var) = @_; return $ENV{$var} ? (install_path => dirname($ENV{$var})) : (); }
+BAIL_OUT("IDEM_DIFF_PORTABLE_VIA=$via: file or pgtle") unless $via =~ /^(file|pgtle)$/;
+BAIL_OUT('IDEM_DIFF_PORTABLE_VIA=pgtle needs a cluster of its own (IDEM_DIFF_PORTABLE_APART=1)')
+  if $via eq 'pgtle' && !$apart;
 
 my $tree = $ENV{IDEM_TREE} // '.';
-my $portable_sql = "$tree/dist/idem-portable.sql";
+my $portable_sql = "$tree/dist/idem-" . ($via eq 'pgtle' ? 'pgtle' : 'portable') . '.sql';
 plan skip_all => "$portable_sql is absent (make portable writes it)"
   unless $both_cpp || -f $portable_sql;
+if ($via eq 'pgtle' && !$both_cpp) {
+	my $pg_config = $ENV{IDEM_PORTABLE_BIN} ? "$ENV{IDEM_PORTABLE_BIN}/pg_config" : 'pg_config';
+	chomp(my $share = `$pg_config --sharedir`);
+	plan skip_all => "pg_tle: skipped ($share/extension/pg_tle.control not found)"
+	  unless -f "$share/extension/pg_tle.control";
+}
 
 note "seed $seed, $sequences sequences of $calls_per_sequence calls"
   . ($both_cpp ? ', the C++ engine in both databases' : '');
@@ -68,7 +89,7 @@ diag "engine differential: IDEM_DIFF_SEED=$seed IDEM_DIFF_SEQUENCES=$sequences";
 
 # ---- the cluster ---------------------------------------------------------------
 
-my $node = PostgreSQL::Test::Cluster->new('engine_differential');
+my $node = PostgreSQL::Test::Cluster->new('engine_differential', installation('IDEM_CPP_BIN'));
 $node->init;
 # The worker stays out of it: it would sweep and purge in one database
 # between calls and not in the other. Published events are kept an hour
@@ -90,9 +111,10 @@ $node->safe_psql('cpp', 'CREATE EXTENSION idem');
 # engine's settings checked and normalised.
 my $portable_node = $node;
 if ($apart) {
-	$portable_node = PostgreSQL::Test::Cluster->new('engine_differential_portable');
+	$portable_node = PostgreSQL::Test::Cluster->new('engine_differential_portable', installation('IDEM_PORTABLE_BIN'));
 	$portable_node->init;
-	$portable_node->append_conf('postgresql.conf', "idem.outbox_retention = '1h'\nlog_statement = none\n");
+	$portable_node->append_conf('postgresql.conf', "idem.outbox_retention = '1h'\nlog_statement = none\n"
+		. ($via eq 'pgtle' ? "shared_preload_libraries = 'pg_tle'\n" : ''));
 	$portable_node->start;
 }
 # pg_read_all_stats: with idem.bind_lock_to_session the portable engine names
@@ -103,9 +125,16 @@ $portable_node->safe_psql('postgres', 'CREATE ROLE portable_owner LOGIN; CREATE 
 if ($both_cpp) {
 	$portable_node->safe_psql('portable', 'CREATE EXTENSION idem');
 } else {
+	# Through pg_tle the owner registers idem and then creates it, as
+	# pgtle_admin's member (a superuser creates pg_tle itself, once).
+	$portable_node->safe_psql('portable', 'CREATE EXTENSION pg_tle; GRANT pgtle_admin TO portable_owner')
+	  if $via eq 'pgtle';
 	my ($ret, $out, $err) = $portable_node->psql('portable', undef,
 		extra_params => [ '-U', 'portable_owner', '-v', 'ON_ERROR_STOP=1', '-f', $portable_sql ]);
-	is($ret, 0, 'the portable engine installs as the database owner') or diag $err;
+	($ret, $out, $err) = $portable_node->psql('portable', 'CREATE EXTENSION idem',
+		extra_params => [ '-U', 'portable_owner', '-v', 'ON_ERROR_STOP=1' ]) if $ret == 0 && $via eq 'pgtle';
+	is($ret, 0, "the portable engine installs ($portable_sql"
+		  . ($via eq 'pgtle' ? ', CREATE EXTENSION idem' : '') . ') as the database owner') or diag $err;
 	BAIL_OUT('the portable engine did not install') if $ret != 0;
 }
 
