@@ -10,7 +10,8 @@
 # pg_tle parts are skipped). Suites, each tallied:
 #   portable-install    test/portable/t/*.pl (prove): the pg_tle install, the
 #                       SQL-file install and its upgrades, maintenance under
-#                       pg_cron, each as a role that is not superuser
+#                       pg_cron, each as a role that is not superuser; the
+#                       differential test and the engine move through pg_tle
 #   portable-regress    test/portable/regress.sh --mode pgtle: the regress
 #                       files against a pg_tle install (CREATE EXTENSION idem)
 #   portable-regress-file  the same through the SQL-file install (--mode file;
