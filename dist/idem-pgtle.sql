@@ -7320,6 +7320,2453 @@ $idem_script$)
                     WHERE name = 'idem' AND version = '1.1');
 SELECT pgtle.install_update_path('idem', '1.1', '1.2',
 $idem_script$
+-- ==== portable engine: 1.1's functions with this release's bodies ====
+-- ---- support-keys.sql
+-- The key store's shared pieces for the portable engine's bodies
+-- (portable/functions/idem_claim_*.sql, idem_mark_*.sql, ...). Each mirrors
+-- one piece of the C++ engine, named in its comment, with the same texts.
+-- Inserted after CREATE TYPE idem.claim: the table, the sequence and the
+-- claim type exist; what the bodies name later (idem.scope_policy) is
+-- resolved when they run. Called only from idem's own SECURITY DEFINER
+-- bodies, so nothing here is granted to anyone.
+
+-- A caller's text in a message: at most 300 characters, marked "..." when
+-- cut (src/pg/message_text.hpp).
+CREATE OR REPLACE FUNCTION idem.portable_excerpt(value text)
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE WHEN pg_catalog.char_length($1) > 300
+              THEN pg_catalog.left($1, 300) || '...' ELSE $1 END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_excerpt(text) FROM PUBLIC;
+
+-- errdetail_key (src/keys/arguments.cpp): 'scope "s", key "k"' with a
+-- suffix after "; ", each name cut to 300 characters and marked "..."
+-- when cut (src/pg/message_text.hpp).
+CREATE OR REPLACE FUNCTION idem.portable_key_detail(scope text, key text, suffix text DEFAULT NULL)
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT pg_catalog.concat_ws('; ',
+           NULLIF(pg_catalog.concat_ws(', ',
+             'scope "' || idem.portable_excerpt($1) || '"',
+             'key "' || idem.portable_excerpt($2) || '"'), ''),
+           $3)
+$$;
+REVOKE ALL ON FUNCTION idem.portable_key_detail(text, text, text) FROM PUBLIC;
+
+-- require_scope_and_key (src/keys/arguments.cpp).
+CREATE OR REPLACE FUNCTION idem.portable_require_scope_and_key(scope text, key text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    scope_hint constant text := 'Pass the command domain the key belongs to, such as ''create_order''.';
+    key_hint constant text := 'Send the request again with an Idempotency-Key header, such as a UUID.';
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'idempotency scope must not be NULL'
+            USING ERRCODE = 'P4000', DETAIL = 'scope is NULL', HINT = scope_hint;
+    END IF;
+    IF pg_catalog.char_length(scope) = 0 THEN
+        RAISE EXCEPTION 'idempotency scope must not be empty'
+            USING ERRCODE = 'P4000', DETAIL = idem.portable_key_detail(scope, NULL), HINT = scope_hint;
+    END IF;
+    IF pg_catalog.char_length(scope) > 255 THEN
+        RAISE EXCEPTION 'idempotency scope is longer than 255 characters'
+            USING ERRCODE = 'P4000', DETAIL = idem.portable_key_detail(scope, NULL), HINT = scope_hint;
+    END IF;
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'the Idempotency-Key is required'
+            USING ERRCODE = 'P4001', DETAIL = idem.portable_key_detail(scope, NULL, 'key is NULL'),
+                  HINT = key_hint;
+    END IF;
+    IF pg_catalog.char_length(key) = 0 THEN
+        RAISE EXCEPTION 'the Idempotency-Key must not be empty'
+            USING ERRCODE = 'P4001', DETAIL = idem.portable_key_detail(scope, key), HINT = key_hint;
+    END IF;
+    IF pg_catalog.char_length(key) > 255 THEN
+        RAISE EXCEPTION 'the Idempotency-Key is longer than 255 characters'
+            USING ERRCODE = 'P4001', DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = 'Use a key of 1 to 255 characters, such as a UUID.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_require_scope_and_key(text, text) FROM PUBLIC;
+
+-- require_text (src/keys/arguments.cpp): "<what> must not be NULL|empty".
+CREATE OR REPLACE FUNCTION idem.portable_require_text(value text, sqlstate text, what text, scope text, key text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL OR pg_catalog.octet_length(value) = 0 THEN
+        RAISE EXCEPTION '% must not be %', what, CASE WHEN value IS NULL THEN 'NULL' ELSE 'empty' END
+            USING ERRCODE = sqlstate, DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = pg_catalog.format('Pass a non-empty %s.', what);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_require_text(text, text, text, text, text) FROM PUBLIC;
+
+-- require_fence (src/keys/arguments.cpp).
+CREATE OR REPLACE FUNCTION idem.portable_require_fence(fence bigint, scope text, key text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF fence IS NULL THEN
+        RAISE EXCEPTION 'fence must not be NULL'
+            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = 'Pass the fence returned by the claim that made you the owner.';
+    END IF;
+    IF fence <= 0 THEN
+        RAISE EXCEPTION 'fence must be positive, not %', fence
+            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = 'Pass the fence returned by the claim that made you the owner.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_require_fence(bigint, text, text) FROM PUBLIC;
+
+-- require_bool (src/keys/arguments.cpp).
+CREATE OR REPLACE FUNCTION idem.portable_require_bool(value boolean, what text, scope text, key text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', what
+            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = pg_catalog.format('Pass true or false for %s.', what);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_require_bool(boolean, text, text, text) FROM PUBLIC;
+
+-- optional_response_code (src/keys/arguments.cpp).
+CREATE OR REPLACE FUNCTION idem.portable_check_response_code(code integer, required boolean, scope text, key text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF code IS NULL THEN
+        IF required THEN
+            RAISE EXCEPTION 'response_code must not be NULL'
+                USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                      HINT = 'Pass the HTTP status the request answered, such as 201.';
+        END IF;
+        RETURN;
+    END IF;
+    IF code < 100 OR code > 599 THEN
+        RAISE EXCEPTION 'response_code % is not an HTTP status code', code
+            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = 'Pass an HTTP status between 100 and 599.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_check_response_code(integer, boolean, text, text) FROM PUBLIC;
+
+-- require_batch_limit (src/keys/arguments.cpp).
+CREATE OR REPLACE FUNCTION idem.portable_require_batch_limit(batch_limit integer)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF batch_limit IS NULL THEN
+        RAISE EXCEPTION 'batch_limit must not be NULL'
+            USING ERRCODE = 'P4004', DETAIL = 'batch_limit is NULL',
+                  HINT = 'Pass a positive number of rows, such as 10000.';
+    END IF;
+    IF batch_limit <= 0 THEN
+        RAISE EXCEPTION 'batch_limit must be positive, not %', batch_limit
+            USING ERRCODE = 'P4004', DETAIL = pg_catalog.format('batch_limit is %s', batch_limit),
+                  HINT = 'Pass a positive number of rows, such as 10000.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_require_batch_limit(integer) FROM PUBLIC;
+
+-- require_acceptable_interval (src/keys/arguments.cpp) for a non-NULL
+-- argument: "must be a finite interval", then "must be a positive
+-- interval" with positive_hint (NULL: the hint naming the setting).
+CREATE OR REPLACE FUNCTION idem.portable_require_interval(value interval, what text, scope text, key text,
+                                               positive_hint text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT pg_catalog.isfinite(value) THEN
+        RAISE EXCEPTION '% must be a finite interval', what
+            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = pg_catalog.format('Pass a positive %s such as ''30 seconds'', or NULL for the setting idem.%s%s.',
+                                           what, what,
+                                           CASE WHEN what = 'retention'
+                                                THEN ' (idem.retention = -1 keeps keys forever)' ELSE '' END);
+    END IF;
+    IF NOT idem.interval_is_positive(value, false) THEN
+        RAISE EXCEPTION '% must be a positive interval', what
+            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = coalesce(positive_hint,
+                                  pg_catalog.format('Pass a positive %s such as ''30 seconds'', or NULL for the setting idem.%s.',
+                                                    what, what));
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_require_interval(interval, text, text, text, text) FROM PUBLIC;
+
+-- require_positive_interval (src/keys/arguments.cpp): a required interval
+-- argument (max_wait, extend_by) that must also end after now.
+CREATE OR REPLACE FUNCTION idem.portable_require_positive_interval(value interval, what text, now timestamptz,
+                                                        scope text, key text, hint text)
+RETURNS timestamptz
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', what
+            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key), HINT = hint;
+    END IF;
+    PERFORM idem.portable_require_interval(value, what, scope, key, hint);
+    IF now + value <= now THEN
+        RAISE EXCEPTION '% must be a positive interval', what
+            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key), HINT = hint;
+    END IF;
+    RETURN now + value;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_require_positive_interval(interval, text, timestamptz, text, text, text)
+    FROM PUBLIC;
+
+-- An integer setting with a unit (idem.lock_timeout in ms, idem.retention in
+-- s; src/pg/settings.cpp). Without the library no GUC is registered, so the
+-- value is read as the text it was set to and parsed as PostgreSQL parses
+-- an integer setting with units ('30s', '5min', '1.5h', '300000'); a bad
+-- value is refused with PostgreSQL's own words, here at use instead of at SET.
+CREATE OR REPLACE FUNCTION idem.portable_int_setting(name text, fallback integer, base_unit text,
+                                          min_value integer, max_value integer)
+RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    raw text := pg_catalog.current_setting(name, true);
+    parts text[];
+    unit_usecs numeric;
+    base_usecs numeric := CASE base_unit WHEN 'ms' THEN 1000 ELSE 1000000 END;
+    value numeric;
+BEGIN
+    IF raw IS NULL OR raw = '' THEN
+        RETURN fallback;
+    END IF;
+    parts := pg_catalog.regexp_match(raw, '^\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*([a-z]*)\s*$');
+    unit_usecs := CASE parts[2]
+                      WHEN '' THEN base_usecs
+                      WHEN 'us' THEN 1 WHEN 'ms' THEN 1000 WHEN 's' THEN 1000000
+                      WHEN 'min' THEN 60000000 WHEN 'h' THEN 3600000000 WHEN 'd' THEN 86400000000 END;
+    IF parts IS NULL THEN
+        RAISE EXCEPTION 'invalid value for parameter "%": "%"', name, raw USING ERRCODE = '22023';
+    END IF;
+    IF unit_usecs IS NULL THEN
+        RAISE EXCEPTION 'invalid value for parameter "%": "%"', name, raw
+            USING ERRCODE = '22023',
+                  HINT = 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".';
+    END IF;
+    value := pg_catalog.round(parts[1]::numeric * unit_usecs / base_usecs);
+    IF value < min_value OR value > max_value THEN
+        RAISE EXCEPTION '%', pg_catalog.format('%s%s is outside the valid range for parameter "%s" (%s .. %s)',
+                                               value, ' ' || base_unit,
+                                               name, min_value, max_value)
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN value::integer;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_int_setting(text, integer, text, integer, integer) FROM PUBLIC;
+
+-- idem.bind_lock_to_session (src/pg/settings.cpp), off unless set.
+CREATE OR REPLACE FUNCTION idem.portable_bind_setting()
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    raw text := pg_catalog.current_setting('idem.bind_lock_to_session', true);
+BEGIN
+    IF raw IS NULL OR raw = '' THEN
+        RETURN false;
+    END IF;
+    BEGIN
+        RETURN pg_catalog.btrim(raw)::boolean;
+    EXCEPTION WHEN invalid_text_representation THEN
+        RAISE EXCEPTION 'parameter "idem.bind_lock_to_session" requires a Boolean value'
+            USING ERRCODE = '22023';
+    END;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_bind_setting() FROM PUBLIC;
+
+-- What a claim uses (resolve_claim_policy, src/policy/scope_policy.cpp): an
+-- argument, else the scope's idem.scope_policy row, else the setting. The
+-- C++ engine keeps the policies in a per-backend cache; this engine reads
+-- the row at every claim (one primary-key lookup), so a committed change
+-- is in force at the next call. retention NULL: keys never expire.
+CREATE OR REPLACE FUNCTION idem.portable_claim_policy(
+    scope text, key text, given_lock_timeout interval, given_retention interval,
+    OUT lock_timeout interval, OUT retention interval, OUT max_attempts integer,
+    OUT bind boolean)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p record;
+    retention_s integer;
+BEGIN
+    SELECT sp.lock_timeout, sp.retention, sp.keep_forever, sp.max_attempts, sp.bind_lock_to_session
+      INTO p FROM idem.scope_policy sp WHERE sp.scope = portable_claim_policy.scope;
+    IF given_lock_timeout IS NULL AND p.lock_timeout IS NOT NULL THEN
+        lock_timeout := p.lock_timeout;
+    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '' THEN
+        lock_timeout := interval '5 minutes';  -- the setting's default, unset
+    ELSIF given_lock_timeout IS NULL THEN
+        lock_timeout := pg_catalog.make_interval(secs =>
+            idem.portable_int_setting('idem.lock_timeout', 300000, 'ms', 1, 2147483647) / 1000.0);
+    ELSE
+        PERFORM idem.portable_require_interval(given_lock_timeout, 'lock_timeout', scope, key, NULL);
+        lock_timeout := given_lock_timeout;
+    END IF;
+    IF given_retention IS NULL AND p.keep_forever THEN
+        retention := NULL;
+    ELSIF given_retention IS NULL AND p.retention IS NOT NULL THEN
+        retention := p.retention;
+    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') = '' THEN
+        retention := interval '1 day';  -- the setting's default, unset
+    ELSIF given_retention IS NULL THEN
+        retention_s := idem.portable_int_setting('idem.retention', 86400, 's', -1, 2147483647);
+        IF retention_s = 0 THEN
+            RAISE EXCEPTION 'invalid value for parameter "idem.retention": 0'
+                USING ERRCODE = '22023',
+                      DETAIL = 'idem.retention must be positive, or -1 for keys that never expire.';
+        END IF;
+        retention := CASE WHEN retention_s < 0 THEN NULL
+                          ELSE pg_catalog.make_interval(secs => retention_s) END;
+    ELSE
+        PERFORM idem.portable_require_interval(given_retention, 'retention', scope, key, NULL);
+        retention := given_retention;
+    END IF;
+    max_attempts := coalesce(p.max_attempts, 0);
+    bind := coalesce(p.bind_lock_to_session,
+                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') = ''
+                          THEN false ELSE idem.portable_bind_setting() END);
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_claim_policy(text, text, interval, interval) FROM PUBLIC;
+
+-- Sessions (idem.bind_lock_to_session; src/waits/session_binding.hpp). The
+-- C++ engine's token is a bigint counted up from a server start's clock in
+-- microseconds since 2000-01-01; this engine's token is the session's
+-- backend_start in the same unit, so a session is named by a value from the
+-- same range and neither engine ever takes a token of the other for one of
+-- its live sessions: a key moved between engines (pg_dump, restore) whose
+-- session is gone is stale at once, as it must be. Liveness is read from
+-- pg_stat_activity, whose snapshot is cleared first so that a session that
+-- ended during this transaction is seen gone (a claim_or_wait polls).
+CREATE OR REPLACE FUNCTION idem.portable_session_token_of(started timestamptz)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT ((EXTRACT(EPOCH FROM $1) OPERATOR(pg_catalog.-) 946684800) OPERATOR(pg_catalog.*) 1000000)::bigint
+$$;
+REVOKE ALL ON FUNCTION idem.portable_session_token_of(timestamptz) FROM PUBLIC;
+
+-- This session's token. pg_stat_activity shows a session's backend_start
+-- only to roles with the privileges of its user (or pg_read_all_stats): an
+-- extension owner without them cannot bind, and is told so (55000, as the
+-- C++ engine without its registry).
+CREATE OR REPLACE FUNCTION idem.portable_session_token()
+RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz;
+BEGIN
+    SELECT a.backend_start INTO started
+      FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    IF started IS NULL THEN
+        RAISE EXCEPTION 'idem.bind_lock_to_session needs to see this session in pg_stat_activity'
+            USING ERRCODE = '55000',
+                  DETAIL = 'The portable engine names a session by its backend_start, which pg_stat_activity hides from the extension''s owner.',
+                  HINT = 'GRANT pg_read_all_stats TO the extension''s owner, or turn idem.bind_lock_to_session off.';
+    END IF;
+    RETURN idem.portable_session_token_of(started);
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_session_token() FROM PUBLIC;
+
+-- The tokens of the live sessions, and whether that list is complete: a
+-- client session whose backend_start is hidden from the extension's owner
+-- may hold any token, so then no bound key counts as ended early (its lock
+-- still runs out as usual). On a hot standby every token counts as live.
+CREATE OR REPLACE FUNCTION idem.portable_live_sessions(OUT tokens bigint[], OUT complete boolean)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_catalog.pg_stat_clear_snapshot();
+    SELECT pg_catalog.array_agg(idem.portable_session_token_of(a.backend_start))
+               FILTER (WHERE a.backend_start IS NOT NULL),
+           NOT pg_catalog.pg_is_in_recovery()
+               AND pg_catalog.bool_and(a.backend_start IS NOT NULL OR a.usesysid IS NULL)
+      INTO tokens, complete
+      FROM pg_catalog.pg_stat_get_activity(NULL) a;
+    tokens := coalesce(tokens, '{}');
+    complete := coalesce(complete, true);
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_live_sessions() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION idem.portable_session_alive(token bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    live record;
+BEGIN
+    live := idem.portable_live_sessions();
+    RETURN NOT live.complete OR token = ANY (live.tokens);
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_session_alive(bigint) FROM PUBLIC;
+
+-- One claim (claim_once, src/keys/claim.cpp): look at the row first, without
+-- a lock (a replay takes no row lock and no transaction id, so it works in a
+-- READ ONLY transaction), and write only what the observation calls for:
+-- an absent key one INSERT ... ON CONFLICT DO NOTHING (never a
+-- SELECT-then-INSERT race: a twin's insert makes it return nothing, after
+-- waiting for that twin), a takeover or a new generation a compare-and-swap
+-- on the fence and status observed. A write that matches nothing means
+-- another claim changed the key: look again, at most 16 times.
+-- Classification (src/pure/classify.cpp, DESIGN.md): a finished row past
+-- expires_at is absent (a new generation, any hash); then a different
+-- request hash is P4002; then by status. bound: this session's token when
+-- the claim binds its lock (NULL otherwise).
+CREATE OR REPLACE FUNCTION idem.portable_claim_once(
+    scope text, key text, request_hash text, claimed_by text,
+    lock_timeout interval, retention interval, max_attempts integer, bound bigint)
+RETURNS idem.claim
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r idem.idempotency_request;
+    now timestamptz;
+    found_row boolean;
+    looked boolean := true;
+    action text := 'insert';
+    kind idem.claim_kind;
+    dead_session bigint;
+    read_only boolean := pg_catalog.current_setting('transaction_read_only') = 'on';
+    answer idem.claim;
+BEGIN
+    now := pg_catalog.clock_timestamp();
+    FOR step IN 1..16 LOOP
+        IF looked THEN
+            SELECT * INTO r FROM idem.idempotency_request t
+             WHERE t.scope = portable_claim_once.scope AND t.key = portable_claim_once.key;
+            found_row := FOUND;
+            dead_session := NULL;
+            IF NOT found_row THEN
+                action := 'insert';
+            ELSIF r.status <> 'processing' AND r.expires_at <= now THEN
+                action := 'regenerate';
+            ELSIF r.request_hash <> portable_claim_once.request_hash THEN
+                RAISE EXCEPTION 'idempotency key was already used for a different request'
+                    USING ERRCODE = 'P4002', DETAIL = idem.portable_key_detail(scope, key),
+                          HINT = 'Use a new idempotency key for a new request; a retry must send exactly the same request.';
+            ELSIF r.status = 'succeeded' THEN
+                action := 'replay_success';
+            ELSIF r.status = 'failed_final' THEN
+                action := 'replay_failure';
+            ELSIF r.status = 'failed_retryable' THEN
+                action := 'take_over_failed';
+            ELSIF r.locked_until <= now THEN
+                action := 'take_over_stale';
+            ELSIF r.bound_session IS NOT NULL AND NOT idem.portable_session_alive(r.bound_session) THEN
+                action := 'take_over_stale';
+                dead_session := r.bound_session;
+            ELSE
+                action := 'report_active';
+            END IF;
+            IF action IN ('replay_success', 'replay_failure', 'report_active') THEN
+                kind := CASE action WHEN 'replay_success' THEN 'replay_success'
+                                    WHEN 'replay_failure' THEN 'final_failure'
+                                    ELSE 'processing_active' END;
+                EXIT;
+            END IF;
+            IF read_only THEN
+                RAISE EXCEPTION 'cannot claim this idempotency key in a read-only transaction'
+                    USING ERRCODE = '25006', DETAIL = idem.portable_key_detail(scope, key),
+                          HINT = 'Only replays of finished keys work read-only; claiming a new, stale or failed key writes it, so use a read-write transaction on the primary.';
+            END IF;
+            IF action IN ('take_over_failed', 'take_over_stale')
+               AND max_attempts > 0 AND r.attempt_count >= max_attempts THEN
+                action := 'give_up';
+            END IF;
+            looked := false;
+            CONTINUE;
+        END IF;
+        looked := true;
+        IF action = 'insert' THEN
+            INSERT INTO idem.idempotency_request AS t (
+                scope, key, request_hash, status, recovery_point, fence, attempt_count,
+                claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at,
+                bound_session)
+            VALUES (
+                portable_claim_once.scope, portable_claim_once.key, portable_claim_once.request_hash,
+                'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
+                portable_claim_once.claimed_by, now, now + portable_claim_once.lock_timeout, now, now,
+                CASE WHEN retention IS NULL THEN 'infinity'::timestamptz ELSE now + retention END,
+                bound)
+            ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
+            RETURNING t.* INTO r;
+            IF FOUND THEN
+                kind := 'new_claim';
+                EXIT;
+            END IF;
+        ELSIF action = 'regenerate' THEN
+            UPDATE idem.idempotency_request AS t
+               SET request_hash = portable_claim_once.request_hash,
+                   status = 'processing', recovery_point = 'started',
+                   fence = pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass),
+                   attempt_count = 1, claimed_by = portable_claim_once.claimed_by,
+                   claimed_at = now, locked_until = now + portable_claim_once.lock_timeout,
+                   response_code = NULL, response_body = NULL, result_ref_type = NULL,
+                   result_ref_id = NULL, failure_code = NULL, failure_message = NULL,
+                   created_at = now, updated_at = now, finished_at = NULL,
+                   bound_session = bound,
+                   expires_at = CASE WHEN retention IS NULL THEN 'infinity'::timestamptz
+                                     ELSE now + retention END
+             WHERE t.scope = portable_claim_once.scope AND t.key = portable_claim_once.key
+               AND t.fence = r.fence AND t.status <> 'processing' AND t.expires_at <= now
+            RETURNING t.* INTO r;
+            IF FOUND THEN
+                kind := 'new_claim';
+                EXIT;
+            END IF;
+        ELSIF action = 'give_up' THEN
+            UPDATE idem.idempotency_request AS t
+               SET status = 'failed_final', failure_code = 'too_many_attempts',
+                   failure_message = 'the key reached its scope''s max_attempts',
+                   locked_until = NULL, bound_session = NULL, finished_at = now, updated_at = now
+             WHERE t.scope = portable_claim_once.scope AND t.key = portable_claim_once.key
+               AND t.fence = r.fence AND t.status = r.status
+               AND t.request_hash = portable_claim_once.request_hash
+               AND (t.status = 'failed_retryable' AND t.expires_at > now
+                    OR t.status = 'processing'
+                       AND (t.locked_until <= now OR t.bound_session = dead_session))
+            RETURNING t.* INTO r;
+            IF FOUND THEN
+                kind := 'final_failure';
+                EXIT;
+            END IF;
+        ELSE
+            UPDATE idem.idempotency_request AS t
+               SET status = 'processing',
+                   fence = pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass),
+                   attempt_count = t.attempt_count + 1,
+                   claimed_by = portable_claim_once.claimed_by, claimed_at = now,
+                   locked_until = now + portable_claim_once.lock_timeout, updated_at = now,
+                   finished_at = NULL, response_code = NULL, response_body = NULL,
+                   bound_session = bound,
+                   expires_at = GREATEST(t.expires_at,
+                                         CASE WHEN retention IS NULL THEN 'infinity'::timestamptz
+                                              ELSE now + retention END)
+             WHERE t.scope = portable_claim_once.scope AND t.key = portable_claim_once.key
+               AND t.fence = r.fence AND t.status = r.status
+               AND t.request_hash = portable_claim_once.request_hash
+               AND (t.status = 'failed_retryable' AND t.expires_at > now
+                    OR t.status = 'processing'
+                       AND (t.locked_until <= now OR t.bound_session = dead_session))
+            RETURNING t.* INTO r;
+            IF FOUND THEN
+                kind := CASE action WHEN 'take_over_failed' THEN 'retryable_failure'
+                                    ELSE 'processing_stale' END;
+                EXIT;
+            END IF;
+        END IF;
+        -- Lost a race: look again, under the same clock (as the C++ claim).
+    END LOOP;
+    IF kind IS NULL THEN
+        RAISE EXCEPTION 'could not claim the idempotency key: it kept changing under contention'
+            USING ERRCODE = '40001', DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = 'Retry the request; the key is being claimed by many requests at once.';
+    END IF;
+    -- form_claim: the fence only for a kind that grants ownership; a twin
+    -- still at work reports its lock, not the failure it is retrying.
+    answer := ROW(kind,
+                  CASE WHEN kind IN ('new_claim', 'processing_stale', 'retryable_failure') THEN r.fence END,
+                  r.attempt_count, r.recovery_point, r.response_code, r.response_body,
+                  r.result_ref_type, r.result_ref_id,
+                  CASE WHEN kind <> 'processing_active' THEN r.failure_code END,
+                  CASE WHEN kind <> 'processing_active' THEN r.failure_message END,
+                  r.locked_until, r.expires_at)::idem.claim;
+    RETURN answer;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_claim_once(text, text, text, text, interval, interval, integer, bigint)
+    FROM PUBLIC;
+
+-- An owner's write matched no row (explain_refusal, src/keys/outcome.cpp):
+-- missing, a stale fence (P4012), or not owned by this fence.
+CREATE OR REPLACE FUNCTION idem.portable_explain_refusal(scope text, key text, fence bigint,
+                                              not_owned_sqlstate text, operation text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    current_fence bigint;
+    current_status text;
+BEGIN
+    SELECT r.fence, r.status::text INTO current_fence, current_status
+      FROM idem.idempotency_request r
+     WHERE r.scope = portable_explain_refusal.scope AND r.key = portable_explain_refusal.key;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: idempotency key does not exist', operation
+            USING ERRCODE = not_owned_sqlstate, DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = 'Claim the key with idem.claim_idempotency_key first; it may have expired and been purged.';
+    END IF;
+    IF current_fence > fence THEN
+        RAISE EXCEPTION '%: stale fence, a newer claim owns the idempotency key', operation
+            USING ERRCODE = 'P4012',
+                  DETAIL = idem.portable_key_detail(scope, key,
+                               pg_catalog.format('your fence %s, current fence %s', fence, current_fence)),
+                  HINT = 'Your lock expired and another request took the key over; stop working on it and do not record an outcome.';
+    END IF;
+    RAISE EXCEPTION '%: idempotency key is not owned by this fence', operation
+        USING ERRCODE = not_owned_sqlstate,
+              DETAIL = idem.portable_key_detail(scope, key,
+                           pg_catalog.format('status %s, fence %s, your fence %s', current_status, current_fence, fence)),
+              HINT = 'Only the owner of a processing key (or of one swept as abandoned) may write it; claim the key first.';
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_explain_refusal(text, text, bigint, text, text) FROM PUBLIC;
+
+-- One LOG line per use of a by-key tool (log_tool_use, src/keys/key_tools.cpp).
+CREATE OR REPLACE FUNCTION idem.portable_log_tool_use(tool text, scope text, key text, what text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- The role in effect where the call was made: SET ROLE's, else the
+    -- session user (SECURITY DEFINER makes current_user the owner here).
+    RAISE LOG 'idem.% by session user "%", role "%", application "%": scope "%", key "%": %',
+        tool, session_user,
+        CASE WHEN pg_catalog.current_setting('role') = 'none' THEN session_user::text
+             ELSE pg_catalog.current_setting('role') END,
+        pg_catalog.current_setting('application_name'),
+        idem.portable_excerpt(scope), idem.portable_excerpt(key), what;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_log_tool_use(text, text, text, text) FROM PUBLIC;
+
+-- A by-key tool's statement matched no row (refuse, src/keys/key_tools.cpp):
+-- the key is missing (P4020), in flight without force (P4021), or changed
+-- meanwhile (40001). Logs the refusal, then raises it.
+CREATE OR REPLACE FUNCTION idem.portable_refuse_tool(tool text, scope text, key text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    current_fence bigint;
+    current_status text;
+    observed text;
+BEGIN
+    SELECT r.fence, r.status::text INTO current_fence, current_status
+      FROM idem.idempotency_request r
+     WHERE r.scope = portable_refuse_tool.scope AND r.key = portable_refuse_tool.key;
+    IF NOT FOUND THEN
+        PERFORM idem.portable_log_tool_use(tool, scope, key, 'refused: no such key');
+        RAISE EXCEPTION 'idem.%: idempotency key does not exist', tool
+            USING ERRCODE = 'P4020', DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = 'Check the scope and key with idem.lookup; an expired key may already have been purged.';
+    END IF;
+    observed := pg_catalog.format('status %s, fence %s', current_status, current_fence);
+    IF current_status <> 'processing' THEN
+        PERFORM idem.portable_log_tool_use(tool, scope, key,
+            pg_catalog.format('refused: the key changed meanwhile (%s)', observed));
+        RAISE EXCEPTION 'idem.%: the idempotency key changed while being handled', tool
+            USING ERRCODE = '40001', DETAIL = idem.portable_key_detail(scope, key, observed),
+                  HINT = 'Run the call again.';
+    END IF;
+    PERFORM idem.portable_log_tool_use(tool, scope, key,
+        pg_catalog.format('refused: the key is in flight (%s)', observed));
+    RAISE EXCEPTION 'idem.%: idempotency key is being processed', tool
+        USING ERRCODE = 'P4021', DETAIL = idem.portable_key_detail(scope, key, observed),
+              HINT = 'Its owner may still be working and would lose its outcome. Wait for it (idem.lookup shows locked_until), or pass force => true to end it anyway.';
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_refuse_tool(text, text, text) FROM PUBLIC;
+
+-- Maintenance writes; where the transaction may not write it refuses with
+-- 25006 before anything runs, naming the function (require_writable,
+-- src/keys/maintenance.cpp).
+CREATE OR REPLACE FUNCTION idem.portable_require_writable(what text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') = 'on' THEN
+        RAISE EXCEPTION 'cannot execute % in a read-only transaction', what USING ERRCODE = '25006';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_require_writable(text) FROM PUBLIC;
+
+-- idem.typical_duration's estimate (portable/functions/idem_typical_duration.sql
+-- says how it is computed). SECURITY DEFINER, since the C++ function reads
+-- shared memory and so needs no right on the key table: a role granted
+-- EXECUTE on idem.typical_duration alone gets its answer. Executable by
+-- PUBLIC for that reason, so it checks the right itself: the session's
+-- user, or the role it SET ROLE to, must hold EXECUTE on
+-- idem.typical_duration or on idem.retry_after, the SECURITY DEFINER
+-- function that calls it and answers from the same estimate (42501
+-- otherwise, as PostgreSQL would answer).
+CREATE OR REPLACE FUNCTION idem.portable_may_know_durations(role text)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT pg_catalog.has_function_privilege($1, 'idem.typical_duration(text)', 'EXECUTE')
+      OR pg_catalog.has_function_privilege($1, 'idem.retry_after(text, idem.claim)', 'EXECUTE')
+$$;
+REVOKE ALL ON FUNCTION idem.portable_may_know_durations(text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION idem.portable_typical_duration(scope text)
+RETURNS interval
+LANGUAGE plpgsql STABLE STRICT SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    sample bigint;
+    mean bigint;
+BEGIN
+    IF NOT (idem.portable_may_know_durations(session_user)
+            OR pg_catalog.current_setting('role') <> 'none'
+               AND idem.portable_may_know_durations(pg_catalog.current_setting('role'))) THEN
+        RAISE EXCEPTION 'permission denied for function typical_duration' USING ERRCODE = '42501';
+    END IF;
+    FOR sample IN
+        SELECT recent.took FROM (
+            SELECT r.finished_at,
+                   (EXTRACT(EPOCH FROM r.finished_at - r.claimed_at) * 1000000)::bigint AS took
+              FROM idem.idempotency_request r
+             WHERE r.scope = portable_typical_duration.scope
+               AND r.status <> 'processing'
+               AND r.finished_at IS NOT NULL
+               AND r.failure_message IS DISTINCT FROM 'the owner recorded no outcome before its lock expired'
+               AND r.failure_message IS DISTINCT FROM 'expired by idem.force_expire before its owner recorded an outcome'
+               AND r.failure_message IS DISTINCT FROM 'the key reached its scope''s max_attempts'
+             ORDER BY r.finished_at DESC
+             LIMIT 64) recent
+         ORDER BY recent.finished_at
+    LOOP
+        sample := GREATEST(sample, 0);
+        mean := CASE WHEN mean IS NULL THEN sample ELSE mean + (sample - mean) / 8 END;
+    END LOOP;
+    RETURN pg_catalog.make_interval(secs => mean / 1000000.0);
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.portable_typical_duration(text) TO PUBLIC;
+
+-- ---- support-messages.sql
+-- The portable engine's helpers for idem.request_hash (RFC 8785, JCS) and
+-- for the inbox and outbox.
+--
+-- idem.request_hash is granted to PUBLIC and runs as its caller (it is not
+-- SECURITY DEFINER, as the C function is not), so its helpers below are
+-- granted to PUBLIC too: like request_hash they are pure functions of their
+-- arguments that read no table and reveal nothing. The inbox's and
+-- outbox's helpers are called only from SECURITY DEFINER bodies, which run
+-- as the extension's owner; PUBLIC may execute none of them.
+
+-- ---- RFC 8785 canonical JSON (src/pure/jcs.cpp, src/pure/jcs_number.cpp) ----
+-- The C++ engine canonicalizes the document's text (jsonb's output) with a
+-- parser of its own. jsonb has already done most of a parser's work:
+-- duplicate names are gone, strings are valid, and jsonb writes a string
+-- with exactly RFC 8785's escapes (\" \\ \b \f \n \r \t, \u00xx in lowercase
+-- for the other controls, every other character as itself), so a string's
+-- text is its canonical form. What is left: numbers (ECMAScript's form of
+-- the double, or P4005), member order (UTF-16 code units, not jsonb's
+-- length-first order), no whitespace, and the C++ parser's depth limit.
+
+-- The significant digits of a decimal text ("-0.00120", "1.5e-07", "1e+21")
+-- without leading or trailing zeros, and the power of ten of the first
+-- (point); digits NULL for zero.
+CREATE OR REPLACE FUNCTION idem.portable_jcs_digits(written text, OUT digits text, OUT point integer)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT NULLIF(pg_catalog.rtrim(s.stripped, '0'), ''),
+         pg_catalog.length(s.integer_part) - 1
+           - (pg_catalog.length(s.all_digits) - pg_catalog.length(s.stripped)) + s.exponent
+    FROM (SELECT m.integer_part, m.all_digits, pg_catalog.ltrim(m.all_digits, '0') AS stripped, m.exponent
+            FROM (SELECT pg_catalog.split_part(b.mantissa, '.', 1) AS integer_part,
+                         pg_catalog.replace(b.mantissa, '.', '') AS all_digits, b.exponent
+                    FROM (SELECT pg_catalog.split_part(pg_catalog.ltrim(lower($1), '-'), 'e', 1) AS mantissa,
+                                 COALESCE(NULLIF(pg_catalog.split_part(lower($1), 'e', 2), '')::integer, 0) AS exponent) b) m) s
+$$;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_digits(text) TO PUBLIC;
+
+-- ECMAScript's Number::toString (ECMA-262 7.1.12.1) of
+-- (-1)^negative * 0.digits * 10^(point + 1), as append_ecmascript writes it.
+CREATE OR REPLACE FUNCTION idem.portable_jcs_ecmascript(negative boolean, digits text, point integer)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE WHEN $1 THEN '-' ELSE '' END ||
+         CASE WHEN k.k OPERATOR(pg_catalog.<=) k.n AND k.n OPERATOR(pg_catalog.<=) 21
+                THEN $2 || pg_catalog.repeat('0', k.n OPERATOR(pg_catalog.-) k.k)
+              WHEN 0 OPERATOR(pg_catalog.<) k.n AND k.n OPERATOR(pg_catalog.<=) 21
+                THEN pg_catalog.left($2, k.n) || '.' || pg_catalog.substr($2, k.n OPERATOR(pg_catalog.+) 1)
+              WHEN -6 OPERATOR(pg_catalog.<) k.n AND k.n OPERATOR(pg_catalog.<=) 0
+                THEN '0.' || pg_catalog.repeat('0', OPERATOR(pg_catalog.-) k.n) || $2
+              ELSE pg_catalog.left($2, 1)
+                   || CASE WHEN k.k OPERATOR(pg_catalog.>) 1 THEN '.' || pg_catalog.substr($2, 2) ELSE '' END
+                   || 'e' || CASE WHEN k.n OPERATOR(pg_catalog.<=) 0 THEN '-' ELSE '+' END
+                   || pg_catalog.abs(k.n OPERATOR(pg_catalog.-) 1)::text
+         END
+    FROM (SELECT pg_catalog.length($2) AS k, $3 OPERATOR(pg_catalog.+) 1 AS n) k
+$$;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_ecmascript(boolean, text, integer) TO PUBLIC;
+
+-- The canonical form of one JSON number as jsonb writes it (plain decimal:
+-- numeric never writes an exponent), or P4005 with the C++ engine's words
+-- when that form is not numerically equal to it (append_canonical_number).
+-- float8's output with extra_float_digits > 0 is the shortest text that
+-- reads back as the same double (Ryu), the digits ECMAScript prints; the
+-- input is accepted exactly when its own digits are those digits.
+CREATE OR REPLACE FUNCTION idem.portable_jcs_number(written text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+SET extra_float_digits = 1
+AS $$
+DECLARE
+    negative boolean := pg_catalog.left(written, 1) OPERATOR(pg_catalog.=) '-';
+    sent record;
+    nearest record;
+    magnitude float8;
+    why text;
+    shown text;
+BEGIN
+    sent := idem.portable_jcs_digits(written);
+    IF sent.digits IS NULL THEN
+        RETURN '0';  -- zero, whatever its sign
+    END IF;
+    IF sent.point OPERATOR(pg_catalog.>) 308 THEN
+        why := 'its magnitude is too large for an IEEE 754 double';
+    ELSIF sent.point OPERATOR(pg_catalog.<) -324 THEN
+        why := 'its magnitude is too small for an IEEE 754 double (it would become 0)';
+    ELSIF pg_catalog.length(sent.digits) OPERATOR(pg_catalog.>) 17 THEN
+        why := pg_catalog.format('it has %s significant digits, more than an IEEE 754 double keeps (17 at most)',
+                                 pg_catalog.length(sent.digits));
+    ELSE
+        -- Past the ends of the range the nearest double is infinite or 0,
+        -- which float8in refuses (22003); an exception block cannot catch
+        -- that in a parallel worker (request_hash is PARALLEL SAFE), so the
+        -- bounds are compared exactly first: from 2^1024 - 2^970 up a
+        -- number rounds to infinity, up to 2^-1075 to 0 (ties to even).
+        IF sent.point OPERATOR(pg_catalog.>=) 308
+           AND (sent.digits || 'e' || (sent.point OPERATOR(pg_catalog.-) pg_catalog.length(sent.digits)
+                                       OPERATOR(pg_catalog.+) 1)::text)::numeric
+               OPERATOR(pg_catalog.>=) (pg_catalog.power(2::numeric, 1024) OPERATOR(pg_catalog.-) pg_catalog.power(2::numeric, 970)) THEN
+            magnitude := 'infinity';
+        ELSIF sent.point OPERATOR(pg_catalog.<=) -323
+              AND ((sent.digits || 'e' || (sent.point OPERATOR(pg_catalog.-) pg_catalog.length(sent.digits)
+                                          OPERATOR(pg_catalog.+) 1)::text)::numeric
+                  OPERATOR(pg_catalog.*) pg_catalog.power(2::numeric, 1075)) OPERATOR(pg_catalog.<=) 1 THEN
+            magnitude := 0;
+        ELSE
+            magnitude := (sent.digits || 'e' || (sent.point OPERATOR(pg_catalog.-) pg_catalog.length(sent.digits)
+                                                 OPERATOR(pg_catalog.+) 1)::text)::float8;
+        END IF;
+        IF magnitude OPERATOR(pg_catalog.=) 0
+           OR magnitude OPERATOR(pg_catalog.=) 'infinity'::float8 THEN
+            why := CASE WHEN sent.point OPERATOR(pg_catalog.>) 0
+                        THEN 'its magnitude is too large for an IEEE 754 double'
+                        ELSE 'its magnitude is too small for an IEEE 754 double (it would become 0)' END;
+        ELSE
+            nearest := idem.portable_jcs_digits(magnitude::text);
+            -- PostgreSQL's Ryu never writes a value exactly halfway to the
+            -- next double; std::to_chars (and ECMAScript) does when it is
+            -- shorter and reads back as this double (ties go to the even
+            -- one): 1e23 is written "1e+23", not 9.999999999999999e+22.
+            -- Such a halfway value is a short decimal only for doubles from
+            -- 2^53 to about 2^131, and it lies on the grid of j digits just
+            -- below or above the shortest inner form.
+            IF nearest.point OPERATOR(pg_catalog.>=) 15 AND nearest.point OPERATOR(pg_catalog.<=) 40 THEN
+                DECLARE
+                    inner_value numeric := (nearest.digits || 'e' || (nearest.point OPERATOR(pg_catalog.-)
+                                            pg_catalog.length(nearest.digits) OPERATOR(pg_catalog.+) 1)::text)::numeric;
+                    below numeric;
+                    above numeric;
+                BEGIN
+                    FOR j IN 1 .. pg_catalog.length(nearest.digits) OPERATOR(pg_catalog.-) 1 LOOP
+                        below := pg_catalog.trunc(inner_value, j OPERATOR(pg_catalog.-) 1 OPERATOR(pg_catalog.-) nearest.point);
+                        above := below OPERATOR(pg_catalog.+)
+                                 ('1e' || (nearest.point OPERATOR(pg_catalog.-) j OPERATOR(pg_catalog.+) 1)::text)::numeric;
+                        IF below::float8 OPERATOR(pg_catalog.=) magnitude THEN
+                            nearest := idem.portable_jcs_digits(below::text);
+                            EXIT;
+                        ELSIF above::float8 OPERATOR(pg_catalog.=) magnitude THEN
+                            nearest := idem.portable_jcs_digits(above::text);
+                            EXIT;
+                        END IF;
+                    END LOOP;
+                END;
+            END IF;
+            IF nearest.digits OPERATOR(pg_catalog.<>) sent.digits OR nearest.point OPERATOR(pg_catalog.<>) sent.point THEN
+                why := 'the nearest IEEE 754 double is written '
+                       || idem.portable_jcs_ecmascript(negative, nearest.digits, nearest.point)
+                       || ', a different number';
+            END IF;
+        END IF;
+    END IF;
+    IF why IS NOT NULL THEN
+        -- abbreviate(): at most 40 bytes of the text, and its length when cut.
+        shown := CASE WHEN pg_catalog.octet_length(written) OPERATOR(pg_catalog.<=) 40 THEN written
+                      ELSE pg_catalog.left(written, 40) || '... (' || pg_catalog.octet_length(written)::text || ' bytes)' END;
+        RAISE EXCEPTION USING
+            ERRCODE = 'P4005',
+            MESSAGE = pg_catalog.format('number %s cannot be represented exactly as an IEEE 754 double', shown),
+            DETAIL = pg_catalog.format('The JSON number %s cannot be canonicalized without changing its value: %s.',
+                                       shown, why),
+            HINT = 'Send it as a JSON string to keep every digit.';
+    END IF;
+    RETURN idem.portable_jcs_ecmascript(negative, sent.digits, sent.point);
+END
+$$;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_number(text) TO PUBLIC;
+
+-- A member name's sort key: RFC 8785 orders names by their UTF-16 code
+-- units, which is code point order (text's under COLLATE "C" in UTF-8)
+-- except that a character above U+FFFF (a surrogate pair, 0xD800..) comes
+-- before U+E000..U+FFFF. The key maps each code unit, order-preserving, to
+-- one character: units below 0xD800 stay, a surrogate becomes U+E000 plus
+-- its ten bits, and U+E000..U+FFFF move above them, to U+10000 on. Names
+-- without a character from U+E000 up are their own key (the common case;
+-- the caller does not call this for them).
+CREATE OR REPLACE FUNCTION idem.portable_jcs_utf16_key(name text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT COALESCE(pg_catalog.string_agg(
+           CASE WHEN c.cp OPERATOR(pg_catalog.>=) 65536
+                  THEN pg_catalog.chr(57344 OPERATOR(pg_catalog.+) ((c.cp OPERATOR(pg_catalog.-) 65536) OPERATOR(pg_catalog.>>) 10))
+                       || pg_catalog.chr(57344 OPERATOR(pg_catalog.+) ((c.cp OPERATOR(pg_catalog.-) 65536) OPERATOR(pg_catalog.&) 1023))
+                WHEN c.cp OPERATOR(pg_catalog.>=) 57344
+                  THEN pg_catalog.chr(65536 OPERATOR(pg_catalog.+) c.cp OPERATOR(pg_catalog.-) 57344)
+                ELSE c.ch END, '' ORDER BY c.ord), '')
+    FROM (SELECT u.ch, pg_catalog.ascii(u.ch) AS cp, u.ord
+            FROM pg_catalog.unnest(pg_catalog.string_to_array($1, NULL)) WITH ORDINALITY AS u(ch, ord)) c
+$$;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_utf16_key(text) TO PUBLIC;
+
+-- The canonical text of one array or object, recursively (scalars are
+-- written where they are met, without a call). Errors come in the order
+-- the C++ parser meets them, jsonb's order: the sort's input, each
+-- member's text, is computed row by row as jsonb_each /
+-- jsonb_array_elements return them (PostgreSQL postpones past a sort only
+-- volatile expressions, or expensive ones under a LIMIT), and only then
+-- sorted. ARRAY(... ORDER BY) costs less than an ordered aggregate. Called only for documents at most
+-- portable_jcs_recursion_limit levels deep (idem.portable_jcs), so the
+-- recursion stays far from max_stack_depth.
+CREATE OR REPLACE FUNCTION idem.portable_jcs_container(doc jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.jsonb_typeof(doc) OPERATOR(pg_catalog.=) 'object' THEN
+        RETURN '{' || pg_catalog.array_to_string(ARRAY(
+            SELECT (
+                       pg_catalog.to_jsonb(m.key)::text || ':' ||
+                       CASE pg_catalog.jsonb_typeof(m.value)
+                         WHEN 'object' THEN idem.portable_jcs_container(m.value)
+                         WHEN 'array' THEN idem.portable_jcs_container(m.value)
+                         WHEN 'number' THEN
+                           CASE WHEN m.value::text OPERATOR(pg_catalog.~) '^-?(0|[1-9][0-9]*)(\.[0-9]*[1-9])?$'
+                                 AND pg_catalog.length(pg_catalog.translate(m.value::text, '-.', '')) OPERATOR(pg_catalog.<=) 15
+                                 AND m.value::text OPERATOR(pg_catalog.!~) '^-?0\.000000'
+                                THEN m.value::text
+                                ELSE idem.portable_jcs_number(m.value::text) END
+                         ELSE m.value::text END)
+              FROM pg_catalog.jsonb_each(doc) AS m
+             ORDER BY CASE WHEN m.key OPERATOR(pg_catalog.~) '[\ue000-\U0010ffff]'
+                           THEN idem.portable_jcs_utf16_key(m.key) ELSE m.key END COLLATE "C"), ',') || '}';
+    ELSIF pg_catalog.jsonb_typeof(doc) OPERATOR(pg_catalog.=) 'array' THEN
+        RETURN '[' || pg_catalog.array_to_string(ARRAY(
+            SELECT (
+                       CASE pg_catalog.jsonb_typeof(e.value)
+                         WHEN 'object' THEN idem.portable_jcs_container(e.value)
+                         WHEN 'array' THEN idem.portable_jcs_container(e.value)
+                         WHEN 'number' THEN
+                           CASE WHEN e.value::text OPERATOR(pg_catalog.~) '^-?(0|[1-9][0-9]*)(\.[0-9]*[1-9])?$'
+                                 AND pg_catalog.length(pg_catalog.translate(e.value::text, '-.', '')) OPERATOR(pg_catalog.<=) 15
+                                 AND e.value::text OPERATOR(pg_catalog.!~) '^-?0\.000000'
+                                THEN e.value::text
+                                ELSE idem.portable_jcs_number(e.value::text) END
+                         ELSE e.value::text END)
+              FROM pg_catalog.jsonb_array_elements(doc) WITH ORDINALITY AS e
+             ORDER BY e.ordinality), ',') || ']';
+    ELSIF pg_catalog.jsonb_typeof(doc) OPERATOR(pg_catalog.=) 'number' THEN
+        RETURN idem.portable_jcs_number(doc::text);
+    END IF;
+    RETURN doc::text;
+END
+$$;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_container(jsonb) TO PUBLIC;
+
+-- The same for a deep document, without recursion: a loop over the tokens
+-- of jsonb's text with an explicit stack, as the C++ parser reads it, which
+-- also meets its errors in its order: an inexact number (P4005), or the
+-- 1001st level of nesting (54001, at that bracket's byte offset in the
+-- UTF-8 text).
+CREATE OR REPLACE FUNCTION idem.portable_jcs_deep(document text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- Every character of jsonb's text is in one token: whitespace too, so
+    -- that byte offsets can be summed.
+    tokens text[] := ARRAY(SELECT t.m[1] FROM pg_catalog.regexp_matches(document,
+                               '("(?:[^"\\]|\\.)*"|[\[\]{},:]|\s+|[^\s"\[\]{},:]+)', 'g') AS t(m));
+    token text;
+    c1 text;
+    item text;
+    items text[] := '{}';          -- finished values (objects: name, value, name, value ...)
+    frame_starts integer[] := '{}';   -- where each open container's items start, innermost last
+    depth integer := 0;
+    start integer;
+    i integer;
+BEGIN
+    FOR i IN 1 .. COALESCE(pg_catalog.array_length(tokens, 1), 0) LOOP
+        token := tokens[i];
+        c1 := pg_catalog.left(token, 1);
+        item := NULL;
+        IF c1 OPERATOR(pg_catalog.=) '[' OR c1 OPERATOR(pg_catalog.=) '{' THEN
+            depth := depth OPERATOR(pg_catalog.+) 1;
+            IF depth OPERATOR(pg_catalog.>) 1000 THEN
+                RAISE EXCEPTION 'JSON value nested too deeply'
+                    USING ERRCODE = '54001',
+                          DETAIL = pg_catalog.format('Arrays and objects are nested more than 1000 levels deep (at byte offset %s).',
+                                                     pg_catalog.octet_length(pg_catalog.convert_to(
+                                                         pg_catalog.array_to_string(tokens[1:i OPERATOR(pg_catalog.-) 1], ''), 'UTF8'))),
+                          HINT = 'Flatten the request body.';
+            END IF;
+            frame_starts := frame_starts || (COALESCE(pg_catalog.array_length(items, 1), 0) OPERATOR(pg_catalog.+) 1);
+        ELSIF c1 OPERATOR(pg_catalog.=) ']' OR c1 OPERATOR(pg_catalog.=) '}' THEN
+            start := frame_starts[depth];
+            IF c1 OPERATOR(pg_catalog.=) ']' THEN
+                item := '[' || pg_catalog.array_to_string(items[start:], ',') || ']';
+            ELSE
+                SELECT '{' || COALESCE(pg_catalog.string_agg(items[j] || ':' || items[j OPERATOR(pg_catalog.+) 1], ','
+                           ORDER BY CASE WHEN n.name OPERATOR(pg_catalog.~) '[\ue000-\U0010ffff]'
+                                         THEN idem.portable_jcs_utf16_key(n.name) ELSE n.name END COLLATE "C"), '') || '}'
+                  INTO item
+                  FROM pg_catalog.generate_series(start, COALESCE(pg_catalog.array_length(items, 1), 0), 2) AS j,
+                       LATERAL (SELECT items[j]::jsonb OPERATOR(pg_catalog.#>>) '{}'::text[] AS name) n;
+            END IF;
+            items := items[1:start OPERATOR(pg_catalog.-) 1];
+            frame_starts := frame_starts[1:depth OPERATOR(pg_catalog.-) 1];
+            depth := depth OPERATOR(pg_catalog.-) 1;
+        ELSIF c1 OPERATOR(pg_catalog.=) '"' OR c1 OPERATOR(pg_catalog.=) 't'
+              OR c1 OPERATOR(pg_catalog.=) 'f' OR c1 OPERATOR(pg_catalog.=) 'n' THEN
+            item := token;
+        ELSIF c1 OPERATOR(pg_catalog.=) '-' OR c1 OPERATOR(pg_catalog.~) '[0-9]' THEN
+            item := idem.portable_jcs_number(token);
+        END IF;
+        IF item IS NOT NULL THEN
+            IF depth OPERATOR(pg_catalog.=) 0 THEN
+                RETURN item;
+            END IF;
+            items := items || item;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'JSON canonicalization found no value' USING ERRCODE = 'P4099';
+END
+$$;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs_deep(text) TO PUBLIC;
+
+-- RFC 8785's canonical form of a document (what idem.request_hash hashes).
+-- Documents with few brackets (counted in the text, strings included: an
+-- upper bound of the depth) go to the recursive writer; others have their
+-- depth measured, and those deeper than 64 levels go to the loop.
+CREATE OR REPLACE FUNCTION idem.portable_jcs(document jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    written text;
+    brackets integer;
+BEGIN
+    IF pg_catalog.jsonb_typeof(document) OPERATOR(pg_catalog.<>) 'object'
+       AND pg_catalog.jsonb_typeof(document) OPERATOR(pg_catalog.<>) 'array' THEN
+        RETURN idem.portable_jcs_container(document);
+    END IF;
+    written := document::text;
+    brackets := pg_catalog.length(written) OPERATOR(pg_catalog.-) pg_catalog.length(pg_catalog.translate(written, '[{', ''));
+    -- Two IFs: a condition holding a query is no simple expression, and
+    -- PL/pgSQL would start the executor for it even when its first half is
+    -- false, for every document.
+    IF brackets OPERATOR(pg_catalog.>) 64 THEN
+      IF (SELECT pg_catalog.max(d.depth) OPERATOR(pg_catalog.>) 64
+           FROM (SELECT pg_catalog.sum(CASE WHEN t.m[1] OPERATOR(pg_catalog.=) ANY ('{"[","{"}'::text[]) THEN 1
+                                            WHEN t.m[1] OPERATOR(pg_catalog.=) ANY ('{"]","}"}'::text[]) THEN -1
+                                            ELSE 0 END) OVER (ORDER BY t.ord) AS depth
+                   FROM pg_catalog.regexp_matches(written, '("(?:[^"\\]|\\.)*"|[\[\]{}])', 'g') WITH ORDINALITY AS t(m, ord)) d) THEN
+        RETURN idem.portable_jcs_deep(written);
+      END IF;
+    END IF;
+    RETURN idem.portable_jcs_container(document);
+END
+$$;
+GRANT EXECUTE ON FUNCTION idem.portable_jcs(jsonb) TO PUBLIC;
+
+-- ---- the inbox's and outbox's error wording (src/pg/message_text.cpp) ----
+
+-- excerpt(): at most max_chars characters of a text, "..." when cut.
+CREATE OR REPLACE FUNCTION idem.portable_msg_excerpt(value text, max_chars integer DEFAULT 300)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE WHEN pg_catalog.char_length($1) OPERATOR(pg_catalog.>) $2
+              THEN pg_catalog.left($1, $2) || '...' ELSE $1 END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_msg_excerpt(text, integer) FROM PUBLIC;
+
+-- quoted(): format()'s %L of the excerpt, NULL unquoted.
+CREATE OR REPLACE FUNCTION idem.portable_msg_quoted(value text, max_chars integer DEFAULT 300)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE WHEN $1 IS NULL THEN 'NULL'
+              ELSE pg_catalog.quote_literal(idem.portable_msg_excerpt($1, $2)) END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_msg_quoted(text, integer) FROM PUBLIC;
+
+-- idem.inbox_retention as consume_once uses it: NULL for -1 (forever), else
+-- that many seconds (7 days when unset). Without the library the setting is
+-- a placeholder that takes any text, so it is judged here, by the key
+-- store's rule for an integer setting with units (idem.portable_int_setting,
+-- portable/support-keys.sql), and 0 with the words of the library's check
+-- (src/messages/message_maintenance.cpp), at use instead of at SET.
+CREATE OR REPLACE FUNCTION idem.portable_msg_inbox_retention()
+RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    seconds integer := idem.portable_int_setting('idem.inbox_retention', 604800, 's', -1, 2147483647);
+BEGIN
+    IF seconds = 0 THEN
+        RAISE EXCEPTION 'invalid value for parameter "idem.inbox_retention": 0'
+            USING ERRCODE = '22023',
+                  DETAIL = 'The retention must be positive, or -1 to keep rows forever.';
+    END IF;
+    IF seconds = -1 THEN
+        RETURN NULL;
+    END IF;
+    RETURN pg_catalog.make_interval(secs => seconds);
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_msg_inbox_retention() FROM PUBLIC;
+
+-- ---- the bodies of the C++ engine's LANGUAGE C functions
+CREATE OR REPLACE FUNCTION idem.claim_idempotency_key(
+    scope text, key text, request_hash text,
+    claimed_by text DEFAULT NULL,
+    lock_timeout interval DEFAULT NULL,
+    retention interval DEFAULT NULL)
+RETURNS idem.claim
+-- claim_idempotency_key (src/keys/claim.cpp): the arguments are checked in
+-- the C++ engine's order (scope, key, request_hash, then the intervals,
+-- resolved argument > scope policy > setting), then one claim
+-- (idem.portable_claim_once, portable/support-keys.sql): a look without a
+-- lock, and a write only when the key must change.
+AS $function$
+DECLARE
+    policy record;
+BEGIN
+    -- The checks' functions run only for a bad argument (they raise its error).
+    IF scope IS NULL OR key IS NULL OR request_hash IS NULL OR request_hash = ''
+       OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
+       OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255 THEN
+        PERFORM idem.portable_require_scope_and_key(scope, key);
+        PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
+    END IF;
+    policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
+    RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by,
+                                    policy.lock_timeout, policy.retention, policy.max_attempts,
+                                    CASE WHEN policy.bind THEN idem.portable_session_token() END);
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.mark_succeeded(
+    scope text, key text, fence bigint, response_code integer,
+    response_body jsonb DEFAULT NULL,
+    result_ref_type text DEFAULT NULL,
+    result_ref_id text DEFAULT NULL)
+RETURNS void
+-- mark_succeeded (src/keys/outcome.cpp): one fenced UPDATE; only when it
+-- matches no row is the key read again to say why (P4010 or P4012). The
+-- duration estimate the C++ engine feeds here is read from the table by
+-- idem.typical_duration instead, and there are no waiters to wake (a
+-- portable claim_or_wait polls).
+AS $function$
+DECLARE
+    now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    -- The checks' functions run only for a bad argument (they raise its error).
+    IF scope IS NULL OR key IS NULL OR fence IS NULL OR response_code IS NULL
+       OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
+       OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255
+       OR fence <= 0 OR response_code NOT BETWEEN 100 AND 599 THEN
+        PERFORM idem.portable_require_scope_and_key(scope, key);
+        PERFORM idem.portable_require_fence(fence, scope, key);
+        PERFORM idem.portable_check_response_code(response_code, true, scope, key);
+    END IF;
+    UPDATE idem.idempotency_request AS r
+       SET status = 'succeeded', recovery_point = 'finished',
+           response_code = mark_succeeded.response_code,
+           response_body = mark_succeeded.response_body,
+           result_ref_type = mark_succeeded.result_ref_type,
+           result_ref_id = mark_succeeded.result_ref_id,
+           failure_code = NULL, failure_message = NULL, locked_until = NULL,
+           finished_at = now, updated_at = now
+     WHERE r.scope = mark_succeeded.scope AND r.key = mark_succeeded.key
+       AND r.fence = mark_succeeded.fence
+       AND (r.status = 'processing'
+            OR (r.status = 'failed_retryable' AND r.failure_code = 'abandoned' AND r.expires_at > now));
+    IF NOT FOUND THEN
+        PERFORM idem.portable_explain_refusal(scope, key, fence, 'P4010', 'mark_succeeded');
+    END IF;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.mark_failed(
+    scope text, key text, fence bigint, retryable boolean,
+    failure_code text,
+    failure_message text DEFAULT NULL,
+    response_code integer DEFAULT NULL,
+    response_body jsonb DEFAULT NULL)
+RETURNS void
+-- mark_failed (src/keys/outcome.cpp): the arguments in the C++ engine's
+-- order, 'abandoned' refused (the sweeper's marker, which the statements
+-- act on), then one fenced UPDATE; P4011 or P4012 when it matches nothing.
+AS $function$
+DECLARE
+    now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    -- The checks' functions run only for a bad argument (they raise its error).
+    IF scope IS NULL OR key IS NULL OR fence IS NULL OR retryable IS NULL OR failure_code IS NULL
+       OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
+       OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255
+       OR fence <= 0 OR failure_code = '' OR failure_code = 'abandoned'
+       OR response_code NOT BETWEEN 100 AND 599 THEN
+        PERFORM idem.portable_require_scope_and_key(scope, key);
+        PERFORM idem.portable_require_fence(fence, scope, key);
+        PERFORM idem.portable_require_bool(retryable, 'retryable', scope, key);
+        PERFORM idem.portable_require_text(failure_code, 'P4004', 'failure_code', scope, key);
+        IF failure_code = 'abandoned' THEN
+            RAISE EXCEPTION 'failure_code ''abandoned'' is reserved for idem''s own markers'
+                USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                      HINT = 'idem''s sweeper records ''abandoned'' itself; pass a code of your own, such as ''app_timeout''.';
+        END IF;
+        PERFORM idem.portable_check_response_code(response_code, false, scope, key);
+    END IF;
+    UPDATE idem.idempotency_request AS r
+       SET status = CASE WHEN mark_failed.retryable THEN 'failed_retryable'::idem.idempotency_status
+                         ELSE 'failed_final'::idem.idempotency_status END,
+           failure_code = mark_failed.failure_code,
+           failure_message = mark_failed.failure_message,
+           response_code = mark_failed.response_code,
+           response_body = mark_failed.response_body,
+           locked_until = NULL, finished_at = now, updated_at = now
+     WHERE r.scope = mark_failed.scope AND r.key = mark_failed.key
+       AND r.fence = mark_failed.fence
+       AND (r.status = 'processing'
+            OR (r.status = 'failed_retryable' AND r.failure_code = 'abandoned' AND r.expires_at > now));
+    IF NOT FOUND THEN
+        PERFORM idem.portable_explain_refusal(scope, key, fence, 'P4011', 'mark_failed');
+    END IF;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.set_recovery_point(
+    scope text, key text, fence bigint, recovery_point text)
+RETURNS void
+-- set_recovery_point (src/keys/outcome.cpp): 'finished' is mark_succeeded's
+-- alone; one fenced UPDATE, P4013 or P4012 when it matches nothing.
+AS $function$
+DECLARE
+    now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    PERFORM idem.portable_require_scope_and_key(scope, key);
+    PERFORM idem.portable_require_fence(fence, scope, key);
+    PERFORM idem.portable_require_text(recovery_point, 'P4004', 'recovery_point', scope, key);
+    IF recovery_point = 'finished' THEN
+        RAISE EXCEPTION 'recovery point ''finished'' can only be reached through mark_succeeded'
+            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                  HINT = 'Call idem.mark_succeeded to finish the request.';
+    END IF;
+    UPDATE idem.idempotency_request AS r
+       SET recovery_point = set_recovery_point.recovery_point, updated_at = now
+     WHERE r.scope = set_recovery_point.scope AND r.key = set_recovery_point.key
+       AND r.fence = set_recovery_point.fence
+       AND (r.status = 'processing'
+            OR (r.status = 'failed_retryable' AND r.failure_code = 'abandoned' AND r.expires_at > now));
+    IF NOT FOUND THEN
+        PERFORM idem.portable_explain_refusal(scope, key, fence, 'P4013', 'set_recovery_point');
+    END IF;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.purge_expired(batch_limit integer DEFAULT 10000)
+RETURNS bigint
+-- purge_expired (src/keys/maintenance.cpp): one bounded batch, oldest first,
+-- never an in-flight row, skipping rows live transactions hold. The C++
+-- engine deletes in place without first locking; here the statement the
+-- C++ engine uses when the table has triggers (lock the batch, delete it by
+-- ctid), which a cancel or statement_timeout ends like any statement.
+AS $function$
+DECLARE
+    deleted bigint;
+    now timestamptz;
+BEGIN
+    PERFORM idem.portable_require_batch_limit(batch_limit);
+    PERFORM idem.portable_require_writable('idem.purge_expired()');
+    now := pg_catalog.clock_timestamp();
+    WITH doomed AS (
+        SELECT d.ctid AS tid FROM idem.idempotency_request d
+         WHERE d.status <> 'processing' AND d.expires_at <= now
+         ORDER BY d.expires_at LIMIT batch_limit FOR UPDATE SKIP LOCKED)
+    DELETE FROM idem.idempotency_request r
+     WHERE r.ctid = ANY (ARRAY(SELECT doomed.tid FROM doomed));
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    RETURN deleted;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.sweep_stale(batch_limit integer DEFAULT 10000)
+RETURNS bigint
+-- sweep_stale (src/keys/maintenance.cpp): one bounded batch of in-flight
+-- keys whose lock ran out, or whose bound session ended
+-- (idem.bind_lock_to_session), marked failed_retryable/'abandoned' (or
+-- failed_final/'expired' past expires_at); fence and recovery point stay.
+-- As in the C++ engine, the candidates are locked first and the live
+-- sessions read with every candidate locked, so a row is judged as it is
+-- under its lock; only the rows still stale then are marked. Sessions are
+-- read from pg_stat_activity (portable/support-keys.sql): when some are
+-- hidden from the extension's owner, only run-out locks are swept.
+AS $function$
+DECLARE
+    now timestamptz;
+    live record;
+    candidate record;
+    stale tid[] := '{}';
+    swept bigint;
+BEGIN
+    PERFORM idem.portable_require_batch_limit(batch_limit);
+    PERFORM idem.portable_require_writable('idem.sweep_stale()');
+    now := pg_catalog.clock_timestamp();
+    live := idem.portable_live_sessions();
+    FOR candidate IN
+        SELECT s.ctid AS tid, s.bound_session, s.locked_until <= now AS lock_ended
+          FROM idem.idempotency_request s
+         WHERE s.status = 'processing'
+           AND (s.locked_until <= now
+                OR live.complete AND s.bound_session IS NOT NULL
+                   AND s.bound_session <> ALL (live.tokens))
+         ORDER BY s.locked_until
+         LIMIT batch_limit
+           FOR UPDATE SKIP LOCKED
+    LOOP
+        stale := stale || candidate.tid;
+    END LOOP;
+    IF pg_catalog.cardinality(stale) = 0 THEN
+        RETURN 0;
+    END IF;
+    live := idem.portable_live_sessions();
+    UPDATE idem.idempotency_request AS r
+       SET status = CASE WHEN r.expires_at <= now THEN 'failed_final'::idem.idempotency_status
+                         ELSE 'failed_retryable'::idem.idempotency_status END,
+           failure_code = CASE WHEN r.expires_at <= now THEN 'expired' ELSE 'abandoned' END,
+           failure_message = 'the owner recorded no outcome before its lock expired',
+           locked_until = NULL, finished_at = now, updated_at = now
+     WHERE r.ctid = ANY (stale)
+       AND r.status = 'processing'
+       AND (r.locked_until <= now
+            OR live.complete AND r.bound_session IS NOT NULL
+               AND r.bound_session <> ALL (live.tokens));
+    GET DIAGNOSTICS swept = ROW_COUNT;
+    RETURN swept;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.request_hash(jsonb)
+RETURNS text
+-- SHA-256 of the document's RFC 8785 canonical form in UTF-8, as lowercase
+-- hex (src/keys/request_hash.cpp): the same hex as the C++ engine for every
+-- document. The canonical form is idem.portable_jcs's (portable/support-messages.sql);
+-- pg_catalog.sha256 is built in from PostgreSQL 11 on. PL/pgSQL, not SQL,
+-- because the helper is created after this function in the install script.
+AS $function$
+BEGIN
+    RETURN pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idem.portable_jcs($1), 'UTF8')), 'hex');
+END
+$function$
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.request_hash(bytea)
+RETURNS text
+-- SHA-256 of the bytes as lowercase hex, as src/pure/hashing.cpp writes it.
+AS $function$
+SELECT pg_catalog.encode(pg_catalog.sha256($1), 'hex')
+$function$
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.stats_reset(all_databases boolean DEFAULT false)
+RETURNS void
+-- stats_reset: the portable engine keeps no counters (idem.stats_counters
+-- reports them NULL), so there is nothing to reset; the argument is still
+-- checked as the C++ engine checks it.
+AS $function$
+BEGIN
+    IF all_databases IS NULL THEN
+        RAISE EXCEPTION 'all_databases must not be NULL'
+            USING ERRCODE = 'P4004',
+                  HINT = 'Pass false to reset this database''s counters, true to reset every database''s.';
+    END IF;
+END
+$function$
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.lookup(scope text, key text)
+RETURNS SETOF idem.idempotency_request
+-- lookup (src/keys/key_tools.cpp): the key's row, or no row; each use
+-- logged with who asked.
+AS $function$
+DECLARE
+    found_row idem.idempotency_request;
+BEGIN
+    PERFORM idem.portable_require_scope_and_key(scope, key);
+    SELECT * INTO found_row FROM idem.idempotency_request r
+     WHERE r.scope = lookup.scope AND r.key = lookup.key;
+    IF NOT FOUND THEN
+        PERFORM idem.portable_log_tool_use('lookup', scope, key, 'no such key');
+        RETURN;
+    END IF;
+    PERFORM idem.portable_log_tool_use('lookup', scope, key,
+        pg_catalog.format('found (status %s, fence %s)', found_row.status, found_row.fence));
+    RETURN NEXT found_row;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 1
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.evict(scope text, key text, force boolean DEFAULT false)
+RETURNS idem.idempotency_request
+-- evict (src/keys/key_tools.cpp): deletes a key so a client may reuse it;
+-- an in-flight key only with force (P4021 otherwise), a missing one P4020.
+-- Returns the row as it was; each use logged with who asked.
+AS $function$
+DECLARE
+    gone idem.idempotency_request;
+BEGIN
+    PERFORM idem.portable_require_scope_and_key(scope, key);
+    PERFORM idem.portable_require_bool(force, 'force', scope, key);
+    DELETE FROM idem.idempotency_request AS r
+     WHERE r.scope = evict.scope AND r.key = evict.key
+       AND (r.status <> 'processing' OR evict.force)
+    RETURNING r.* INTO gone;
+    IF NOT FOUND THEN
+        PERFORM idem.portable_refuse_tool('evict', scope, key);
+    END IF;
+    PERFORM idem.portable_log_tool_use('evict', scope, key,
+        pg_catalog.format('deleted (status %s, fence %s%s)', gone.status, gone.fence,
+                          CASE WHEN force THEN ', forced' ELSE '' END));
+    RETURN gone;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.force_expire(scope text, key text, force boolean DEFAULT false)
+RETURNS idem.idempotency_request
+-- force_expire (src/keys/key_tools.cpp): the key counts as expired now
+-- (never later than it already did, still after created_at); an in-flight
+-- key only with force, and it then ends failed_final/'expired' as the
+-- sweeper ends an expired one, so the next claim starts a new generation.
+AS $function$
+DECLARE
+    now timestamptz;
+    changed idem.idempotency_request;
+BEGIN
+    PERFORM idem.portable_require_scope_and_key(scope, key);
+    PERFORM idem.portable_require_bool(force, 'force', scope, key);
+    now := pg_catalog.clock_timestamp();
+    UPDATE idem.idempotency_request AS r
+       SET status = CASE WHEN r.status = 'processing' THEN 'failed_final'::idem.idempotency_status
+                         ELSE r.status END,
+           failure_code = CASE WHEN r.status = 'processing' THEN 'expired' ELSE r.failure_code END,
+           failure_message = CASE WHEN r.status = 'processing'
+                                  THEN 'expired by idem.force_expire before its owner recorded an outcome'
+                                  ELSE r.failure_message END,
+           locked_until = CASE WHEN r.status = 'processing' THEN NULL ELSE r.locked_until END,
+           finished_at = CASE WHEN r.status = 'processing' THEN now ELSE r.finished_at END,
+           updated_at = now,
+           expires_at = LEAST(r.expires_at, GREATEST(now, r.created_at + interval '1 microsecond'))
+     WHERE r.scope = force_expire.scope AND r.key = force_expire.key
+       AND (r.status <> 'processing' OR force_expire.force)
+    RETURNING r.* INTO changed;
+    IF NOT FOUND THEN
+        PERFORM idem.portable_refuse_tool('force_expire', scope, key);
+    END IF;
+    PERFORM idem.portable_log_tool_use('force_expire', scope, key,
+        pg_catalog.format('expired (status %s, fence %s%s)', changed.status, changed.fence,
+                          CASE WHEN force THEN ', forced' ELSE '' END));
+    RETURN changed;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.worker_status(
+    OUT database name, OUT pid integer, OUT state text,
+    OUT last_round_start timestamptz, OUT last_round_end timestamptz,
+    OUT last_round_swept bigint, OUT last_round_purged bigint,
+    OUT total_rounds bigint)
+RETURNS SETOF record
+-- worker_status: the portable engine has no background worker (maintenance
+-- runs through idem.run_maintenance(), scheduled with pg_cron), so no
+-- database has a worker to report: no rows.
+AS $function$
+BEGIN
+    RETURN;
+END
+$function$
+LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.request_invariants_hold(
+    scope text, key text, request_hash text, status idem.idempotency_status,
+    recovery_point text, fence bigint, attempt_count integer,
+    locked_until timestamptz, response_code integer, response_body jsonb,
+    failure_code text, failure_message text,
+    created_at timestamptz, finished_at timestamptz, expires_at timestamptz)
+RETURNS boolean
+-- request_invariants_hold (src/pure/row_invariants.cpp): the thirteen rules
+-- in 1.0's order; the first one broken raises 23514 naming it, with the
+-- rule as DETAIL and the same HINT. A rule over a NULL among the NOT NULL
+-- columns holds, as a CHECK whose result is NULL passes. Self-contained:
+-- the CHECK runs it as the role that writes the row.
+AS $function$
+DECLARE
+    rule text;
+BEGIN
+    IF NOT coalesce(pg_catalog.char_length(scope) BETWEEN 1 AND 255, true) THEN
+        rule := 'scope_length';
+    ELSIF NOT coalesce(pg_catalog.char_length(key) BETWEEN 1 AND 255, true) THEN
+        rule := 'key_length';
+    ELSIF NOT coalesce(pg_catalog.octet_length(request_hash) > 0, true) THEN
+        rule := 'request_hash_present';
+    ELSIF NOT coalesce(fence > 0, true) THEN
+        rule := 'fence_positive';
+    ELSIF NOT coalesce(attempt_count >= 1, true) THEN
+        rule := 'attempt_count_positive';
+    ELSIF NOT coalesce(pg_catalog.octet_length(recovery_point) > 0, true) THEN
+        rule := 'recovery_point_present';
+    ELSIF NOT coalesce(response_code BETWEEN 100 AND 599, true) THEN
+        rule := 'response_code_is_http_status';
+    ELSIF NOT coalesce(expires_at > created_at, true) THEN
+        rule := 'expires_after_creation';
+    ELSIF NOT coalesce((recovery_point = 'finished') = (status = 'succeeded'), true) THEN
+        rule := 'finished_means_succeeded';
+    ELSIF status IS NOT DISTINCT FROM 'processing'
+          AND NOT (locked_until IS NOT NULL AND finished_at IS NULL
+                   AND response_code IS NULL AND response_body IS NULL) THEN
+        rule := 'processing_is_locked_and_open';
+    ELSIF status IS DISTINCT FROM 'processing' AND status IS NOT NULL
+          AND NOT (locked_until IS NULL AND finished_at IS NOT NULL) THEN
+        rule := 'outcome_is_unlocked_and_dated';
+    ELSIF status IS NOT DISTINCT FROM 'succeeded'
+          AND NOT (response_code IS NOT NULL AND failure_code IS NULL AND failure_message IS NULL) THEN
+        rule := 'success_has_response';
+    ELSIF status IN ('failed_retryable', 'failed_final')
+          AND NOT coalesce(failure_code <> '', false) THEN
+        rule := 'failure_has_code';
+    ELSE
+        RETURN true;
+    END IF;
+    RAISE EXCEPTION 'new row violates idem invariant "%"', rule
+        USING ERRCODE = '23514',
+              DETAIL = CASE rule
+                  WHEN 'scope_length' THEN 'The scope is 1 to 255 characters long (char_length(scope) BETWEEN 1 AND 255).'
+                  WHEN 'key_length' THEN 'The key is 1 to 255 characters long (char_length(key) BETWEEN 1 AND 255).'
+                  WHEN 'request_hash_present' THEN 'request_hash is not empty (request_hash <> '''').'
+                  WHEN 'fence_positive' THEN 'fence is positive (fence > 0).'
+                  WHEN 'attempt_count_positive' THEN 'attempt_count is at least 1 (attempt_count >= 1).'
+                  WHEN 'recovery_point_present' THEN 'recovery_point is not empty (recovery_point <> '''').'
+                  WHEN 'response_code_is_http_status' THEN 'response_code, when set, is an HTTP status (response_code BETWEEN 100 AND 599).'
+                  WHEN 'expires_after_creation' THEN 'expires_at is later than created_at (expires_at > created_at).'
+                  WHEN 'finished_means_succeeded' THEN 'recovery_point is ''finished'' exactly when status is ''succeeded'' ((recovery_point = ''finished'') = (status = ''succeeded'')).'
+                  WHEN 'processing_is_locked_and_open' THEN 'A processing key holds a lock and has no outcome yet: locked_until is set; finished_at, response_code and response_body are NULL.'
+                  WHEN 'outcome_is_unlocked_and_dated' THEN 'A key that is not processing holds no lock and records when it finished: locked_until is NULL and finished_at is set.'
+                  WHEN 'success_has_response' THEN 'A succeeded key has a response_code and no failure: response_code is set; failure_code and failure_message are NULL.'
+                  ELSE 'A failed key (failed_retryable or failed_final) has a failure_code that is not empty.' END,
+              HINT = CASE rule
+                  WHEN 'scope_length' THEN 'idem.claim_idempotency_key refuses any other scope (P4000).'
+                  WHEN 'key_length' THEN 'idem.claim_idempotency_key refuses any other key (P4001).'
+                  WHEN 'request_hash_present' THEN 'Store the fingerprint the key was claimed with, e.g. idem.request_hash(body).'
+                  WHEN 'fence_positive' THEN 'Fences come from idem.fence_seq; only a claim issues one.'
+                  WHEN 'attempt_count_positive' THEN 'The claim that creates a key counts attempt 1; each takeover adds one.'
+                  WHEN 'recovery_point_present' THEN 'A key starts at ''started''; idem.set_recovery_point moves it on.'
+                  WHEN 'response_code_is_http_status' THEN 'Store the status code the API answered with.'
+                  WHEN 'expires_after_creation' THEN 'A key that never expires has expires_at = ''infinity''; idem.force_expire makes a key count as expired now.'
+                  WHEN 'finished_means_succeeded' THEN 'Only idem.mark_succeeded finishes a key; a failed or in-flight key keeps its last recovery point.'
+                  WHEN 'processing_is_locked_and_open' THEN 'Record an outcome with idem.mark_succeeded or idem.mark_failed, which change the status, the lock and the outcome together.'
+                  WHEN 'outcome_is_unlocked_and_dated' THEN 'Change the status, locked_until and finished_at together, as idem.mark_succeeded, idem.mark_failed and idem.sweep_stale do.'
+                  WHEN 'success_has_response' THEN 'Record a success with idem.mark_succeeded, which stores the response to replay.'
+                  ELSE 'Record a failure with idem.mark_failed, which requires a failure_code.' END;
+END
+$function$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.request_invariants_hold(request idem.idempotency_request)
+RETURNS boolean
+-- request_invariants_hold(idem.idempotency_request), what the key table's
+-- one CHECK calls at every write (src/keys/row_check.cpp). The thirteen
+-- rules as one expression first: a row that keeps them all (every row idem
+-- writes) costs this one call. Otherwise the columns go to the rules one
+-- by one (idem.request_invariants_hold over the columns), which name the
+-- first rule broken, and which alone decide. (The CASE is in parentheses:
+-- PL/pgSQL ends an IF's condition at the first THEN outside them.) NULL for a NULL row, as the
+-- C++ function (here also for a row whose every column is NULL, which no
+-- write can produce: the NOT NULL constraints come first).
+AS $function$
+BEGIN
+    IF request IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF pg_catalog.char_length(request.scope) BETWEEN 1 AND 255
+       AND pg_catalog.char_length(request.key) BETWEEN 1 AND 255
+       AND request.request_hash <> '' AND request.fence > 0 AND request.attempt_count >= 1
+       AND request.recovery_point <> ''
+       AND coalesce(request.response_code BETWEEN 100 AND 599, true)
+       AND request.expires_at > request.created_at
+       AND (request.recovery_point = 'finished') = (request.status = 'succeeded')
+       AND (CASE WHEN request.status = 'processing'
+                THEN request.locked_until IS NOT NULL AND request.finished_at IS NULL
+                     AND request.response_code IS NULL AND request.response_body IS NULL
+                ELSE request.locked_until IS NULL AND request.finished_at IS NOT NULL
+                     AND CASE WHEN request.status = 'succeeded'
+                              THEN request.response_code IS NOT NULL AND request.failure_code IS NULL
+                                   AND request.failure_message IS NULL
+                              ELSE coalesce(request.failure_code <> '', false) END
+           END) THEN
+        RETURN true;
+    END IF;
+    RETURN idem.request_invariants_hold(
+        request.scope, request.key, request.request_hash, request.status, request.recovery_point,
+        request.fence, request.attempt_count, request.locked_until, request.response_code,
+        request.response_body, request.failure_code, request.failure_message,
+        request.created_at, request.finished_at, request.expires_at);
+END
+$function$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.typical_duration(scope text)
+RETURNS interval
+-- typical_duration: the C++ engine keeps a running mean per scope in shared
+-- memory, fed by mark_succeeded and mark_failed (each completion moves it by
+-- 1/8 of its distance; src/waits/request_durations.cpp). The portable
+-- engine computes the same mean from the table: the scope's 64 most
+-- recently finished keys (claim to outcome, finished_at - claimed_at),
+-- oldest first, leaving out the keys idem itself ended (swept, forced to
+-- expire, past max_attempts), which no owner completed. NULL when the
+-- scope has none. Reads the scope's rows through the primary key, so its
+-- cost grows with the scope's size; idem.retry_after calls it only for a
+-- processing_active answer. The reading is done by a SECURITY DEFINER
+-- helper (portable/support-keys.sql), so that EXECUTE on this function is
+-- all a role needs, as with the C++ engine.
+AS $function$
+BEGIN
+    RETURN idem.portable_typical_duration(scope);
+END
+$function$
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.mark_succeeded_returning(scope text, key text, fence bigint,
+    response_code integer, response_body jsonb DEFAULT NULL,
+    result_ref_type text DEFAULT NULL, result_ref_id text DEFAULT NULL)
+RETURNS idem.claim
+-- mark_succeeded_returning (src/keys/outcome.cpp): the mark, then the key's
+-- answer as every replay will carry it (idem.stored_answer). Unlike the C++
+-- function, `(idem.mark_succeeded_returning(...)).*` calls it once per
+-- column here (no per-row memo without the library): select the function
+-- in FROM, or into a variable, instead.
+AS $function$
+BEGIN
+    PERFORM idem.mark_succeeded(scope, key, fence, response_code, response_body,
+                                result_ref_type, result_ref_id);
+    RETURN idem.stored_answer(scope, key);
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.mark_failed_returning(scope text, key text, fence bigint,
+    retryable boolean, failure_code text, failure_message text DEFAULT NULL,
+    response_code integer DEFAULT NULL, response_body jsonb DEFAULT NULL)
+RETURNS idem.claim
+-- mark_failed_returning (src/keys/outcome.cpp): the mark, then the key's
+-- answer as every replay will carry it (idem.stored_answer). As with
+-- mark_succeeded_returning, no per-row memo: call it once per row (in FROM).
+AS $function$
+BEGIN
+    PERFORM idem.mark_failed(scope, key, fence, retryable, failure_code, failure_message,
+                             response_code, response_body);
+    RETURN idem.stored_answer(scope, key);
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.consumed_message_invariants_hold(
+    consumer text, message_id text, message_hash text,
+    consumed_at timestamptz, expires_at timestamptz)
+RETURNS boolean
+-- The rules of an idem.consumed_message row (src/messages/message_invariants.cpp):
+-- true, or 23514 naming the rule the row breaks. NULL in a column means
+-- NOT NULL already refused it, so a rule skips it.
+AS $function$
+BEGIN
+    IF pg_catalog.char_length($1) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'new row violates idem invariant "consumer_length"'
+            USING ERRCODE = '23514', DETAIL = 'The consumer is 1 to 255 characters long.',
+                  HINT = 'idem.consume_once refuses any other consumer (P4000).';
+    END IF;
+    IF pg_catalog.char_length($2) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'new row violates idem invariant "message_id_length"'
+            USING ERRCODE = '23514', DETAIL = 'The message_id is 1 to 255 characters long.',
+                  HINT = 'idem.consume_once refuses any other message id (P4001).';
+    END IF;
+    IF $3 = '' THEN
+        RAISE EXCEPTION 'new row violates idem invariant "message_hash_present"'
+            USING ERRCODE = '23514', DETAIL = 'message_hash is not empty.',
+                  HINT = 'Store the fingerprint the message was consumed with.';
+    END IF;
+    IF NOT ($5 > $4) THEN
+        RAISE EXCEPTION 'new row violates idem invariant "expires_after_consumption"'
+            USING ERRCODE = '23514', DETAIL = 'expires_at is later than consumed_at.',
+                  HINT = 'A message kept forever has expires_at = ''infinity''.';
+    END IF;
+    RETURN true;
+END
+$function$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.consumed_message_invariants_hold(message idem.consumed_message)
+RETURNS boolean
+-- The same rules over a whole row, as the table's CHECK passes it. PL/pgSQL
+-- rather than SQL: the pinned search_path keeps a SQL function from being
+-- inlined, and a SQL function's call costs more than PL/pgSQL's.
+AS $function$
+BEGIN
+    RETURN idem.consumed_message_invariants_hold($1.consumer, $1.message_id, $1.message_hash,
+                                                 $1.consumed_at, $1.expires_at);
+END
+$function$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.consume_once(
+    consumer text, message_id text, message_hash text,
+    retention interval DEFAULT NULL)
+RETURNS boolean
+-- consume_once (src/messages/inbox.cpp): look first, through the primary key
+-- (a replay is that read and nothing else: no lock, no transaction id, no
+-- WAL); only a message with no live row goes to the INSERT ... ON CONFLICT,
+-- which waits for a twin's in-flight insert. When the twin commits, the
+-- insert returns nothing and the loop looks again, now seeing the twin's
+-- row (a replay, false); when it rolls back, the insert goes in (true). An
+-- expired row is renewed in place, as if the purger had deleted it. Each
+-- statement of a volatile PL/pgSQL function sees the transaction's earlier
+-- writes and takes a new snapshot under READ COMMITTED, as the C++ probe
+-- does. The retention of a new message: the argument, else the consumer's
+-- scope policy (read from idem.scope_policy at each new message: the C++
+-- engine keeps it in a per-backend cache), else idem.inbox_retention (a bad
+-- value of which is refused here, at the first new message; the library
+-- refuses it at SET).
+AS $function$
+DECLARE
+    clock timestamptz := pg_catalog.statement_timestamp();
+    expiry timestamptz;
+    stored_hash text;
+    stored_expiry timestamptz;
+BEGIN
+    IF $1 IS NULL OR pg_catalog.char_length($1) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'consumer must be 1 to 255 characters'
+            USING ERRCODE = 'P4000',
+                  DETAIL = pg_catalog.format('consumer was %s.', idem.portable_msg_quoted($1, 40)),
+                  HINT = 'Name the consumer (the scope of its message ids).';
+    END IF;
+    IF $2 IS NULL OR pg_catalog.char_length($2) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'message_id must be 1 to 255 characters'
+            USING ERRCODE = 'P4001',
+                  DETAIL = pg_catalog.format('consumer %s, message_id %s.', idem.portable_msg_quoted($1),
+                                             idem.portable_msg_quoted($2, 40)),
+                  HINT = 'Pass the message''s own id, as the broker delivers it.';
+    END IF;
+    IF $3 IS NULL OR $3 = '' THEN
+        RAISE EXCEPTION 'message_hash must not be empty'
+            USING ERRCODE = 'P4003',
+                  DETAIL = pg_catalog.format('consumer %s, message_id %s.', idem.portable_msg_quoted($1),
+                                             idem.portable_msg_quoted($2)),
+                  HINT = 'Pass a fingerprint of the message body, for example idem.request_hash(body).';
+    END IF;
+    IF $4 IS NOT NULL AND NOT idem.interval_is_positive($4) THEN
+        RAISE EXCEPTION 'retention must be positive and finite'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('retention was %s.', $4),
+                  HINT = 'Pass a positive interval, or NULL for idem.inbox_retention.';
+    END IF;
+
+    IF $4 IS NOT NULL THEN
+        expiry := clock + $4;
+    END IF;
+
+    -- Twice at most: a row purged between the insert's conflict and the
+    -- second look is absent then, and the second pass inserts it.
+    FOR step IN 1 .. 2 LOOP
+        SELECT m.message_hash, m.expires_at INTO stored_hash, stored_expiry
+          FROM idem.consumed_message m
+         WHERE m.consumer = $1 AND m.message_id = $2;
+        IF FOUND AND stored_expiry > clock THEN
+            IF stored_hash IS DISTINCT FROM $3 THEN
+                RAISE EXCEPTION 'message % of consumer % was consumed with a different message_hash',
+                                idem.portable_msg_quoted($2), idem.portable_msg_quoted($1)
+                    USING ERRCODE = 'P4050',
+                          DETAIL = pg_catalog.format('consumer %s, message_id %s: stored hash %s, given %s.',
+                                                     idem.portable_msg_quoted($1), idem.portable_msg_quoted($2),
+                                                     COALESCE(idem.portable_msg_excerpt(stored_hash), 'NULL'),
+                                                     idem.portable_msg_excerpt($3)),
+                          HINT = 'A broker redelivers the same body under one id; a different body needs a new message id.';
+            END IF;
+            RETURN false;
+        END IF;
+        -- Without a retention argument the expiry is looked up here, for a
+        -- new message only (a replay reads no policy and no setting), in
+        -- the insert itself rather than a statement of its own: the
+        -- consumer's policy (keep_forever, or its retention), else the
+        -- setting (NULL for -1: forever).
+        INSERT INTO idem.consumed_message AS m (consumer, message_id, message_hash, consumed_at, expires_at)
+        VALUES ($1, $2, $3, clock,
+                COALESCE(expiry,
+                         (SELECT CASE WHEN p.keep_forever THEN 'infinity'::timestamptz ELSE clock + p.retention END
+                            FROM idem.scope_policy p
+                           WHERE p.scope = $1 AND (p.keep_forever OR p.retention IS NOT NULL)),
+                         clock + idem.portable_msg_inbox_retention(),
+                         'infinity'::timestamptz))
+        ON CONFLICT ON CONSTRAINT consumed_message_pkey DO UPDATE
+        SET message_hash = excluded.message_hash,
+            consumed_at = excluded.consumed_at,
+            expires_at = excluded.expires_at,
+            result_ref_type = NULL,
+            result_ref_id = NULL
+        WHERE m.expires_at <= clock;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'consume_once could not settle message % of consumer %',
+                    idem.portable_msg_quoted($2), idem.portable_msg_quoted($1)
+        USING ERRCODE = 'P4099',
+              DETAIL = 'The message changed under two attempts in a row.',
+              HINT = 'Retry the transaction.';
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.set_consumed_result(
+    consumer text, message_id text, result_ref_type text, result_ref_id text)
+RETURNS void
+-- set_consumed_result (src/messages/inbox.cpp): P4020 when the message has
+-- no live row.
+AS $function$
+BEGIN
+    IF $1 IS NULL OR pg_catalog.char_length($1) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'consumer must be 1 to 255 characters'
+            USING ERRCODE = 'P4000',
+                  DETAIL = pg_catalog.format('consumer was %s.', idem.portable_msg_quoted($1, 40)),
+                  HINT = 'Name the consumer (the scope of its message ids).';
+    END IF;
+    IF $2 IS NULL OR pg_catalog.char_length($2) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'message_id must be 1 to 255 characters'
+            USING ERRCODE = 'P4001',
+                  DETAIL = pg_catalog.format('consumer %s, message_id %s.', idem.portable_msg_quoted($1),
+                                             idem.portable_msg_quoted($2, 40)),
+                  HINT = 'Pass the message''s own id, as the broker delivers it.';
+    END IF;
+    UPDATE idem.consumed_message m
+       SET result_ref_type = $3,
+           result_ref_id = $4
+     WHERE m.consumer = $1
+       AND m.message_id = $2
+       AND m.expires_at > pg_catalog.statement_timestamp();
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'message % of consumer % is not consumed',
+                        idem.portable_msg_quoted($2), idem.portable_msg_quoted($1)
+            USING ERRCODE = 'P4020',
+                  DETAIL = pg_catalog.format('consumer %s, message_id %s: no live consumed message.',
+                                             idem.portable_msg_quoted($1), idem.portable_msg_quoted($2)),
+                  HINT = 'Call idem.consume_once first, in the same transaction.';
+    END IF;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.outbox_event_invariants_hold(
+    scope text, key text, event_type text, status idem.outbox_status,
+    leased_until timestamptz, lease_fence bigint, published_at timestamptz)
+RETURNS boolean
+-- The rules of an idem.outbox_event row (src/messages/message_invariants.cpp):
+-- true, or 23514 naming the rule the row breaks. A NULL status skips the
+-- lease and publication rules, as in C++ (NOT NULL refuses it first).
+AS $function$
+BEGIN
+    IF pg_catalog.char_length($1) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'new row violates idem invariant "outbox_scope_length"'
+            USING ERRCODE = '23514', DETAIL = 'The scope is 1 to 255 characters long.',
+                  HINT = 'idem.outbox_put refuses any other scope (P4000).';
+    END IF;
+    IF pg_catalog.char_length($2) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'new row violates idem invariant "outbox_key_length"'
+            USING ERRCODE = '23514', DETAIL = 'The key is 1 to 255 characters long.',
+                  HINT = 'idem.outbox_put refuses any other key (P4001).';
+    END IF;
+    IF $3 = '' THEN
+        RAISE EXCEPTION 'new row violates idem invariant "outbox_event_type_present"'
+            USING ERRCODE = '23514', DETAIL = 'event_type is not empty.',
+                  HINT = 'Name the event, for example ''order_paid''.';
+    END IF;
+    IF $4 IS NOT NULL THEN
+        IF ($4 = 'leased') <> ($5 IS NOT NULL AND $6 IS NOT NULL) THEN
+            RAISE EXCEPTION 'new row violates idem invariant "outbox_leased_has_lease"'
+                USING ERRCODE = '23514',
+                      DETAIL = 'An event is ''leased'' exactly when it has leased_until and lease_fence.',
+                      HINT = 'Only idem.outbox_lease leases an event; publishing or failing it ends the lease.';
+        END IF;
+        IF ($4 = 'published') <> ($7 IS NOT NULL) THEN
+            RAISE EXCEPTION 'new row violates idem invariant "outbox_published_is_dated"'
+                USING ERRCODE = '23514',
+                      DETAIL = 'An event is ''published'' exactly when it has published_at.',
+                      HINT = 'Only idem.outbox_published publishes an event.';
+        END IF;
+    END IF;
+    RETURN true;
+END
+$function$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.outbox_event_invariants_hold(event idem.outbox_event)
+RETURNS boolean
+-- The same rules over a whole row, as the table's CHECK passes it. PL/pgSQL
+-- rather than SQL: the pinned search_path keeps a SQL function from being
+-- inlined, and a SQL function's call costs more than PL/pgSQL's.
+AS $function$
+BEGIN
+    RETURN idem.outbox_event_invariants_hold($1.scope, $1.key, $1.event_type, $1.status,
+                                             $1.leased_until, $1.lease_fence, $1.published_at);
+END
+$function$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.outbox_put(
+    scope text, key text, event_type text, payload jsonb,
+    aggregate_type text DEFAULT NULL, aggregate_id text DEFAULT NULL,
+    headers jsonb DEFAULT NULL, available_at timestamptz DEFAULT NULL)
+RETURNS bigint
+-- outbox_put (src/messages/outbox.cpp): the event's id, the same id for the
+-- same event again, P4051 for another payload; NOTIFY idem_outbox, which
+-- PostgreSQL delivers at commit only. Puts of one aggregate first take the
+-- C++ engine's transaction-level advisory lock on it (class 1768187245,
+-- hashtext of "aggregate_type/aggregate_id"), so an aggregate's events
+-- commit in id order under either engine. The delivery key is what the C++
+-- statement stores, idem.request_hash(jsonb_build_array(scope, key,
+-- event_type)), written out: the RFC 8785 form of an array of three strings
+-- is the three strings as jsonb writes them (its escapes are RFC 8785's),
+-- between brackets and commas, so the same bytes are hashed without the
+-- canonicalizer's queries (087_portable_request_hash compares them with the C++ engine's).
+AS $function$
+DECLARE
+    clock timestamptz := pg_catalog.statement_timestamp();
+    event_id bigint;
+    same_payload boolean;
+    identity_bytes integer;
+BEGIN
+    IF $1 IS NULL OR pg_catalog.char_length($1) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'scope must be 1 to 255 characters'
+            USING ERRCODE = 'P4000',
+                  DETAIL = pg_catalog.format('scope was %s.', idem.portable_msg_quoted($1)),
+                  HINT = 'Pass the scope of the key the event belongs to.';
+    END IF;
+    IF $2 IS NULL OR pg_catalog.char_length($2) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'key must be 1 to 255 characters'
+            USING ERRCODE = 'P4001',
+                  DETAIL = pg_catalog.format('scope %s, key %s.', idem.portable_msg_quoted($1),
+                                             idem.portable_msg_quoted($2, 40)),
+                  HINT = 'Pass the idempotency key of the request that produced the event.';
+    END IF;
+    IF $3 IS NULL OR $3 = '' OR $4 IS NULL THEN
+        RAISE EXCEPTION 'event_type and payload must be given'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('scope %s, key %s: event_type %s, payload %s.',
+                                             idem.portable_msg_quoted($1), idem.portable_msg_quoted($2),
+                                             idem.portable_msg_quoted($3),
+                                             COALESCE(idem.portable_msg_excerpt($4::text), 'NULL')),
+                  HINT = 'Name the event type and pass a jsonb payload (''{}'' for none).';
+    END IF;
+    IF pg_catalog.char_length($3) > 255 THEN
+        RAISE EXCEPTION 'event_type must be 1 to 255 characters'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('scope %s, key %s: event_type %s.', idem.portable_msg_quoted($1),
+                                             idem.portable_msg_quoted($2), idem.portable_msg_quoted($3, 40)),
+                  HINT = 'Name the event type in at most 255 characters, such as ''order.created''.';
+    END IF;
+    -- An empty aggregate name passes, as in C++.
+    IF pg_catalog.char_length($5) > 255 THEN
+        RAISE EXCEPTION 'aggregate_type must be at most 255 characters'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('scope %s, key %s: aggregate_type %s.', idem.portable_msg_quoted($1),
+                                             idem.portable_msg_quoted($2), idem.portable_msg_quoted($5, 40)),
+                  HINT = 'Name the aggregate in at most 255 characters, such as its primary key.';
+    END IF;
+    IF pg_catalog.char_length($6) > 255 THEN
+        RAISE EXCEPTION 'aggregate_id must be at most 255 characters'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('scope %s, key %s: aggregate_id %s.', idem.portable_msg_quoted($1),
+                                             idem.portable_msg_quoted($2), idem.portable_msg_quoted($6, 40)),
+                  HINT = 'Name the aggregate in at most 255 characters, such as its primary key.';
+    END IF;
+    -- scope, key and event_type are one entry of the unique index, which
+    -- holds about 2,700 bytes.
+    identity_bytes := pg_catalog.octet_length($1) + pg_catalog.octet_length($2) + pg_catalog.octet_length($3);
+    IF identity_bytes > 2600 THEN
+        RAISE EXCEPTION 'scope, key and event_type are too long together'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('scope %s, key %s, event_type %s: %s bytes in the server''s encoding; at most %s fit the outbox''s index.',
+                                             idem.portable_msg_quoted($1, 40), idem.portable_msg_quoted($2, 40),
+                                             idem.portable_msg_quoted($3, 40), identity_bytes, 2600),
+                  HINT = 'Use a shorter event_type.';
+    END IF;
+    IF $6 IS NOT NULL THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock(1768187245,
+                    pg_catalog.hashtext(COALESCE($5, '') || '/' || $6));
+    END IF;
+
+    INSERT INTO idem.outbox_event (
+        scope, key, event_type, payload, aggregate_type, aggregate_id, headers,
+        delivery_key, available_at, created_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7,
+            pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
+                '[' || pg_catalog.to_jsonb($1)::text || ',' || pg_catalog.to_jsonb($2)::text
+                    || ',' || pg_catalog.to_jsonb($3)::text || ']', 'UTF8')), 'hex'),
+            COALESCE($8, clock), clock)
+    ON CONFLICT ON CONSTRAINT outbox_event_identity DO NOTHING
+    RETURNING outbox_event.id INTO event_id;
+    IF FOUND THEN
+        PERFORM pg_catalog.pg_notify('idem_outbox', $3);
+        RETURN event_id;
+    END IF;
+    -- The event is there (a twin's insert committed meanwhile is seen too).
+    SELECT e.id, e.payload = $4 INTO event_id, same_payload
+      FROM idem.outbox_event e
+     WHERE e.scope = $1 AND e.key = $2 AND e.event_type = $3;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF NOT same_payload THEN
+        RAISE EXCEPTION 'outbox event % of key % was put with a different payload',
+                        idem.portable_msg_quoted($3), idem.portable_msg_quoted($2)
+            USING ERRCODE = 'P4051',
+                  DETAIL = pg_catalog.format('scope %s, key %s, event_type %s: event %s has another payload.',
+                                             idem.portable_msg_quoted($1), idem.portable_msg_quoted($2),
+                                             idem.portable_msg_quoted($3), event_id),
+                  HINT = 'An event is put once per (scope, key, event_type); a different event needs its own key or type.';
+    END IF;
+    RETURN event_id;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.outbox_lease(
+    batch_limit integer DEFAULT 100, lease interval DEFAULT '30 seconds',
+    event_types text[] DEFAULT NULL)
+RETURNS TABLE (id bigint, lease_fence bigint, scope text, key text,
+               event_type text, aggregate_type text, aggregate_id text, payload jsonb,
+               headers jsonb, attempt_count integer, delivery_key text)
+-- outbox_lease (src/messages/outbox.cpp, statement outbox_lease of
+-- src/messages/message_statements.cpp): the due events, leased. An event is
+-- due when it is pending (or its lease ran out) and available, and no
+-- earlier event of its aggregate is pending or leased; SKIP LOCKED, so two
+-- relays never wait for, or get, the same event. Columns are qualified
+-- throughout: the result's columns are PL/pgSQL variables of the same names.
+AS $function$
+BEGIN
+    IF $1 IS NULL OR $1 <= 0 THEN
+        RAISE EXCEPTION 'batch_limit must be positive'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('batch_limit was %s.', COALESCE($1::text, 'NULL')),
+                  HINT = 'Pass a positive number of rows.';
+    END IF;
+    -- A lease that is not positive on every calendar would be over when
+    -- granted, and the next lease would take the same event.
+    IF $2 IS NULL OR NOT idem.interval_is_positive($2) THEN
+        RAISE EXCEPTION 'lease must be positive and finite'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('lease was %s.', COALESCE($2::text, 'NULL')),
+                  HINT = 'Pass a lease longer than one delivery takes.';
+    END IF;
+    RETURN QUERY
+    WITH due AS (
+      SELECT e.id AS due_id
+      FROM idem.outbox_event e
+      WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
+        AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
+        AND e.available_at <= pg_catalog.statement_timestamp()
+        AND ($3 IS NULL OR e.event_type = ANY ($3))
+        AND NOT EXISTS (
+          SELECT
+          FROM idem.outbox_event p
+          WHERE e.aggregate_id IS NOT NULL
+            AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
+            AND p.aggregate_id IS NOT NULL
+            AND (p.aggregate_type = e.aggregate_type
+                 OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+            AND p.aggregate_id = e.aggregate_id
+            AND p.id < e.id)
+      ORDER BY e.id
+      LIMIT $1
+      FOR UPDATE OF e SKIP LOCKED)
+    UPDATE idem.outbox_event o
+    SET status = 'leased'::idem.outbox_status,
+        lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+        leased_until = pg_catalog.statement_timestamp() + $2,
+        attempt_count = o.attempt_count + 1
+    FROM due
+    WHERE o.id = due.due_id
+    RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+              o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 100
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.outbox_published(id bigint, lease_fence bigint)
+RETURNS void
+-- outbox_published (src/messages/outbox.cpp): P4012, with
+-- idem.outbox_lease_lost's words, when the lease was lost. published_at is
+-- the clock at the mark, not the statement's start, as in C++: a relay may
+-- lease an aggregate's next event only after this mark committed, and the
+-- times must say so.
+AS $function$
+DECLARE
+    event_status text;
+    event_fence bigint;
+    state text;
+BEGIN
+    UPDATE idem.outbox_event e
+       SET status = 'published'::idem.outbox_status,
+           published_at = pg_catalog.clock_timestamp(),
+           leased_until = NULL,
+           lease_fence = NULL,
+           last_error = NULL
+     WHERE e.id = $1
+       AND e.status = 'leased'::idem.outbox_status
+       AND e.lease_fence = $2;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    SELECT e.status::text, e.lease_fence INTO event_status, event_fence
+      FROM idem.outbox_event e
+     WHERE e.id = $1;
+    state := CASE WHEN NOT FOUND THEN 'no such event'
+                  ELSE pg_catalog.format('status %s, fence %s', event_status, COALESCE(event_fence::text, '')) END;
+    RAISE EXCEPTION 'the lease on this outbox event was lost'
+        USING ERRCODE = 'P4012',
+              DETAIL = pg_catalog.format('outbox_published(%s, %s): the event is not leased under this fence (%s).',
+                                         COALESCE($1::text, ''), COALESCE($2::text, 'NULL'), state),
+              HINT = 'Another relay leased the event after this lease ran out; drop the result, do not retry it.';
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.claim_or_wait(
+    scope text, key text, request_hash text, max_wait interval,
+    claimed_by text DEFAULT NULL,
+    lock_timeout interval DEFAULT NULL,
+    retention interval DEFAULT NULL)
+RETURNS idem.claim
+-- claim_or_wait (src/waits/claim_or_wait.cpp): claims as
+-- claim_idempotency_key does and, while the answer is processing_active,
+-- claims again until max_wait has passed. The portable engine has no
+-- shared memory to be woken through at the owner's commit, so it polls:
+-- 1 ms after the first attempt, doubling to at most 100 ms between
+-- attempts, never sleeping past the deadline nor (by more than 1 ms) past
+-- the owner's locked_until. pg_sleep is interruptible (a cancel or
+-- statement_timeout ends the wait). Each attempt runs in a subtransaction
+-- (a BEGIN ... EXCEPTION block) that is rolled back when it only found the
+-- key in flight, so a takeover that lost its race leaves no row lock held
+-- while the waiter sleeps. A transaction snapshot (REPEATABLE READ,
+-- SERIALIZABLE) never sees the outcome it would wait for: one attempt,
+-- answered at once.
+AS $function$
+DECLARE
+    policy record;
+    bound bigint;
+    started timestamptz;
+    deadline timestamptz;
+    answer idem.claim;
+    poll_ms double precision := 1;
+    sleep_ms double precision;
+    now timestamptz;
+BEGIN
+    -- The checks' functions run only for a bad argument (they raise its error).
+    IF scope IS NULL OR key IS NULL OR request_hash IS NULL OR request_hash = ''
+       OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
+       OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255 THEN
+        PERFORM idem.portable_require_scope_and_key(scope, key);
+        PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
+    END IF;
+    policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
+    bound := CASE WHEN policy.bind THEN idem.portable_session_token() END;
+    started := pg_catalog.clock_timestamp();
+    deadline := idem.portable_require_positive_interval(max_wait, 'max_wait', started, scope, key,
+        'Pass how long to wait for the key''s owner, such as ''10 seconds''.');
+    IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
+        RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by, policy.lock_timeout,
+                                        policy.retention, policy.max_attempts, bound);
+    END IF;
+    LOOP
+        BEGIN
+            answer := idem.portable_claim_once(scope, key, request_hash, claimed_by,
+                                               policy.lock_timeout, policy.retention,
+                                               policy.max_attempts, bound);
+            IF answer.kind = 'processing_active' THEN
+                -- Undo whatever a lost takeover locked (PL/pgSQL variables
+                -- survive the rollback, so the answer does). P4098 is raised
+                -- and caught only here; any other error ends the call.
+                RAISE EXCEPTION USING ERRCODE = 'P4098';
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'P4098' THEN
+            NULL;
+        END;
+        now := pg_catalog.clock_timestamp();
+        EXIT WHEN answer.kind <> 'processing_active' OR now >= deadline;
+        sleep_ms := LEAST(poll_ms, EXTRACT(EPOCH FROM deadline - now) * 1000);
+        IF answer.locked_until IS NOT NULL THEN
+            sleep_ms := LEAST(sleep_ms, GREATEST(EXTRACT(EPOCH FROM answer.locked_until - now) * 1000, 0) + 1);
+        END IF;
+        PERFORM pg_catalog.pg_sleep(sleep_ms / 1000.0);
+        poll_ms := LEAST(poll_ms * 2, 100);
+    END LOOP;
+    RETURN answer;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.extend_lock(scope text, key text, fence bigint, extend_by interval)
+RETURNS timestamptz
+-- extend_lock (src/keys/outcome.cpp): never shortens a lock; an owner's key
+-- the sweeper declared abandoned (and nobody claimed since) is processing
+-- again. P4014 or P4012 when the fenced UPDATE matches nothing.
+AS $function$
+DECLARE
+    now timestamptz := pg_catalog.clock_timestamp();
+    result timestamptz;
+BEGIN
+    PERFORM idem.portable_require_scope_and_key(scope, key);
+    PERFORM idem.portable_require_fence(fence, scope, key);
+    PERFORM idem.portable_require_positive_interval(extend_by, 'extend_by', now, scope, key,
+        'Pass how much longer the lock must hold from now, such as ''5 minutes''; extend_lock never shortens a lock.');
+    UPDATE idem.idempotency_request AS r
+       SET status = 'processing',
+           locked_until = GREATEST(r.locked_until, now + extend_lock.extend_by),
+           failure_code = NULL, failure_message = NULL, finished_at = NULL, updated_at = now
+     WHERE r.scope = extend_lock.scope AND r.key = extend_lock.key
+       AND r.fence = extend_lock.fence
+       AND (r.status = 'processing'
+            OR (r.status = 'failed_retryable' AND r.failure_code = 'abandoned' AND r.expires_at > now))
+    RETURNING r.locked_until INTO result;
+    IF NOT FOUND THEN
+        PERFORM idem.portable_explain_refusal(scope, key, fence, 'P4014', 'extend_lock');
+    END IF;
+    RETURN result;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.stats_counters(
+    OUT datid oid,
+    OUT new_claim bigint,
+    OUT replay_success bigint,
+    OUT processing_active bigint,
+    OUT processing_stale bigint,
+    OUT retryable_failure bigint,
+    OUT final_failure bigint,
+    OUT request_mismatches bigint,
+    OUT stale_fences bigint,
+    OUT marked_succeeded bigint,
+    OUT marked_failed_retryable bigint,
+    OUT marked_failed_final bigint,
+    OUT recovery_points_set bigint,
+    OUT rows_swept bigint,
+    OUT rows_purged bigint,
+    OUT worker_rounds bigint,
+    OUT waits_started bigint,
+    OUT waits_answered bigint,
+    OUT waits_timed_out bigint,
+    OUT wait_time_us bigint,
+    OUT polling_fallbacks bigint,
+    OUT session_bound_takeovers bigint,
+    OUT completer_runs bigint,
+    OUT completer_successes bigint,
+    OUT completer_failures bigint,
+    OUT wait_attempts bigint,
+    OUT wakeups_sent bigint,
+    OUT last_worker_round timestamptz,
+    OUT stats_reset timestamptz)
+RETURNS SETOF record
+-- stats_counters: the C++ engine counts in shared memory, which the
+-- portable engine does not have, and no table records these events. So one
+-- row, this database's, with every counter and timestamp NULL: unknown,
+-- never a made-up 0. One body for both headers (1.0's eighteen columns and
+-- 1.1's twenty-nine): RETURN NEXT returns the OUT parameters, which are
+-- NULL but for datid, a column both headers have.
+AS $function$
+BEGIN
+    datid := (SELECT d.oid FROM pg_catalog.pg_database d
+               WHERE d.datname = pg_catalog.current_database());
+    RETURN NEXT;
+END
+$function$
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.scope_policy_changed()
+RETURNS trigger
+-- scope_policy_changed: the C++ engine keeps each backend's copy of
+-- idem.scope_policy and this trigger invalidates it. The portable engine
+-- reads the scope's policy row at every call, so there is no copy to
+-- invalidate: the trigger does nothing.
+AS $function$
+BEGIN
+    RETURN NULL;
+END
+$function$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION idem.interval_is_positive(value interval, or_zero boolean DEFAULT false)
+RETURNS boolean
+-- interval_is_positive (src/pure/interval_rule.hpp): finite, and the least
+-- length the interval can add to any moment above zero (at least zero with
+-- or_zero): a month counts 28 days added and 31 subtracted, a day 24 hours,
+-- less an hour when months and days move the date at all. numeric, so no
+-- field's range overflows (the C++ rule computes in 128 bits). NULL for
+-- NULL, so a CHECK passes "not set here". Self-contained: a CHECK runs it
+-- as the role that writes the row, which may call nothing of idem's.
+AS $function$
+DECLARE
+    months numeric;
+    calendar_days numeric;
+    least_length numeric;
+BEGIN
+    IF value IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF NOT pg_catalog.isfinite(value) THEN
+        RETURN false;
+    END IF;
+    months := EXTRACT(YEAR FROM value) * 12 + EXTRACT(MONTH FROM value);
+    calendar_days := EXTRACT(DAY FROM value) + months * CASE WHEN months >= 0 THEN 28 ELSE 31 END;
+    least_length := calendar_days * 86400000000
+                    + (EXTRACT(HOUR FROM value) * 3600 + EXTRACT(MINUTE FROM value) * 60) * 1000000
+                    + EXTRACT(MICROSECONDS FROM value);
+    IF calendar_days <> 0 THEN
+        least_length := least_length - 3600000000;
+    END IF;
+    RETURN CASE WHEN coalesce(or_zero, false) THEN least_length >= 0 ELSE least_length > 0 END;
+END
+$function$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+
+-- ==== the update proper ====
 -- idem 1.1 -> 1.2. The 1.2 base script (sql/idem--1.2.sql) is generated from
 -- the 1.1 base script and this file by the Makefile, so the two ways to 1.2
 -- build the same schema.

@@ -96,6 +96,30 @@ sub lint {
     }
 }
 
+# The portable bodies are not versioned: a database installed from an
+# older idem has older bodies under the same headers. So every update
+# script first re-creates, with today's bodies, each function the versions
+# before it gave a portable body (name and C symbol => the last CREATE
+# statement; a DROP FUNCTION forgets the name) and the support files: the
+# database becomes a fresh install of the version it is at, and the
+# update proper runs on that.
+my %refresh;         # "name symbol" => CREATE OR REPLACE statement
+my @refresh_order;   # keys of %refresh in the order first created
+
+sub remember {
+    my ($name, $symbol, $statement) = @_;
+    my $key = "$name $symbol";
+    push @refresh_order, $key unless exists $refresh{$key};
+    $statement =~ s/\ACREATE FUNCTION\b/CREATE OR REPLACE FUNCTION/;
+    $refresh{$key} = $statement;
+}
+
+sub forget {
+    my ($name) = @_;
+    for my $key (grep { /^\Q$name\E / } keys %refresh) { delete $refresh{$key}; }
+    @refresh_order = grep { exists $refresh{$_} } @refresh_order;
+}
+
 # One C++ script made portable: every LANGUAGE C function gets its body,
 # and every portable function its pinned search_path.
 sub portable_script {
@@ -106,6 +130,7 @@ sub portable_script {
     for (my $i = 0; $i < @lines; $i++) {
         my $line = $lines[$i];
         next if $line =~ /^\\echo /;            # psql's guard; pg_tle runs plain SQL
+        forget($1) if $line =~ /^DROP FUNCTION (?:IF EXISTS )?([\w.]+)\(/;
         if ($line =~ /^AS 'MODULE_PATHNAME', '(\w+)'$/) {
             my $symbol = $1;
             my ($lang, $body) = body_of($symbol);
@@ -122,6 +147,10 @@ sub portable_script {
                 push @rest, 'SET search_path = pg_catalog, pg_temp;';
             }
             push @out, $body . join("\n", @rest);
+            my ($start) = grep { $out[$_] =~ /^CREATE (?:OR REPLACE )?FUNCTION / } reverse 0 .. $#out;
+            defined $start && $out[$start] =~ /^CREATE (?:OR REPLACE )?FUNCTION ([\w.]+)\(/
+                or die "$source: no CREATE FUNCTION before the body of $symbol\n";
+            remember($1, $symbol, join("\n", @out[$start .. $#out]) . "\n");
             next;
         }
         push @out, $line;
@@ -139,10 +168,42 @@ sub portable_script {
     return $script;
 }
 
+my @supports;    # the support files the versions so far inserted
+
 sub support {
     my ($name) = @_;
     my $path = "portable/$name";
-    return -f $path ? "-- ==== portable engine: $name ====\n" . slurp($path) : undef;
+    return undef unless -f $path;
+    my $text = slurp($path);
+    for my $statement (statements_of($text)) {
+        die "$path: a support file holds only functions and their grants, not `$statement`\n"
+            unless $statement =~ /\A(?:CREATE FUNCTION|REVOKE|GRANT|COMMENT ON FUNCTION) /;
+    }
+    push @supports, $name;
+    return "-- ==== portable engine: $name ====\n" . $text;
+}
+
+# A support file's statements with their bodies and comments left out,
+# to check what kinds of statement it has.
+sub statements_of {
+    my ($text) = @_;
+    $text =~ s/\$(\w*)\$.*?\$\1\$//gs;
+    $text =~ s/--[^\n]*//g;
+    return grep { /\S/ } map { s/\A\s+|\s+\z//gr } split /;/, $text;
+}
+
+# What an update script starts with: the functions and support files of
+# the versions before it, re-created with today's bodies.
+sub refresh_block {
+    my ($from) = @_;
+    my $block = "-- ==== portable engine: ${from}'s functions with this release's bodies ====\n";
+    for my $name (@supports) {
+        (my $text = slurp("portable/$name")) =~ s/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /mg;
+        $block .= "-- ---- $name\n$text\n";
+    }
+    $block .= "-- ---- the bodies of the C++ engine's LANGUAGE C functions\n";
+    $block .= "$refresh{$_}\n" for @refresh_order;
+    return $block . "-- ==== the update proper ====\n";
 }
 
 # The SQL-file install: no extension, so no configuration-dump marks (a
@@ -170,9 +231,11 @@ $script{$first} = portable_script($base, slurp($base),
 my $newest = $first;
 for my $u (updates()) {
     my ($from, $to, $path) = @$u;
+    my $refreshed = refresh_block($from);
     my $support = support("support-$to.sql");
-    $update{"$from--$to"} = portable_script($path, slurp($path), defined $support ? (end => $support) : ());
-    $script{$to} = $script{$from} . "\n" . $update{"$from--$to"};
+    my $proper = portable_script($path, slurp($path), defined $support ? (end => $support) : ());
+    $update{"$from--$to"} = $refreshed . $proper;
+    $script{$to} = $script{$from} . "\n" . $proper;
     $newest = $to;
 }
 

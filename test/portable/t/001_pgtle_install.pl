@@ -36,12 +36,19 @@ round_trip($node, $db, 'app', 'tle', 'k1');
 
 # Every version it registered installs, and the update path reaches the
 # newest; keys made under 1.1 replay after the update.
+my $fresh = functions_of($node, $db);
 sql_as($node, $db, 'tle_admin', q{DROP EXTENSION idem; CREATE EXTENSION idem VERSION '1.1'});
 is(extversion($node, $db), '1.1', q{CREATE EXTENSION idem VERSION '1.1'});
 grant_request_path($node, $db, 'tle_admin', 'app');
 round_trip($node, $db, 'app', 'tle11', 'k1');
+# As if 1.1 had been registered by an older idem: the update must leave
+# the functions of a fresh 1.2, bodies included.
+cmp_ok(age_engine_bodies($node, $db, 'tle_admin'), '>', 30, 'the 1.1 extension is given older bodies');
 sql_as($node, $db, 'tle_admin', 'ALTER EXTENSION idem UPDATE');
 is(extversion($node, $db), '1.2', 'ALTER EXTENSION idem UPDATE reaches 1.2');
+grant_request_path($node, $db, 'tle_admin', 'app');
+is(functions_of($node, $db), $fresh,
+	'the updated extension has the functions of a fresh 1.2, bodies and grants included');
 replays($node, $db, 'app', 'tle11', 'k1');
 
 # Registering again (a re-run of the same file, or of a newer one) succeeds

@@ -51,9 +51,17 @@ is($rc, 0, 'dbowner installs 1.1 (build/portable/idem-portable--1.1.sql)') or di
 is(installed_version('shop11'), '1.1', 'idem.installed_version says 1.1');
 grant_request_path($node, 'shop11', 'dbowner', 'app');
 round_trip($node, 'shop11', 'app', 'file11', 'k1');
+# As if 1.1 had been installed by an older idem: the upgrade must leave
+# the same functions as a fresh 1.2 install, bodies included.
+cmp_ok(age_engine_bodies($node, 'shop11', 'dbowner'), '>', 30,
+	'the 1.1 install is given older bodies');
+isnt(functions_of($node, 'shop11'), functions_of($node, 'shop'), 'which differ from 1.2');
 ($rc, $out, $err) = psql_file($node, 'shop11', 'dbowner', $upgrade);
 is($rc, 0, 'dbowner runs dist/idem-portable--1.1--1.2.sql') or diag($err);
 is(installed_version('shop11'), '1.2', 'idem.installed_version says 1.2 after the upgrade');
+grant_request_path($node, 'shop11', 'dbowner', 'app');
+is(functions_of($node, 'shop11'), functions_of($node, 'shop'),
+	'the upgraded database has the functions of a fresh 1.2 install, bodies and grants included');
 replays($node, 'shop11', 'app', 'file11', 'k1');
 round_trip($node, 'shop11', 'app', 'file11', 'k2');
 

@@ -13,7 +13,7 @@ use PostgreSQL::Test::Cluster;
 use Test::More;
 
 our @EXPORT = qw(portable_node psql_file sql_as tree_file grant_request_path
-  round_trip replays extversion);
+  round_trip replays extversion age_engine_bodies functions_of);
 
 # A file of the tree under test (dist/..., build/portable/...).
 sub tree_file
@@ -108,6 +108,63 @@ sub replays
 			  FROM idem.claim_idempotency_key('$scope', '$key', 'h1')}),
 		'replay_success 201 {"order": 7}',
 		"$scope/$key: the same request replays the stored answer");
+}
+
+# The functions whose bodies are the portable engine's own: the C++
+# engine's LANGUAGE C functions (read from its 1.1 script) and the support
+# functions idem.portable_*. An install made by an older idem release has
+# other bodies under the same headers.
+sub engine_function_names
+{
+	open my $fh, '<', tree_file('sql/idem--1.1.sql') or die $!;
+	local $/;
+	my $script = <$fh>;
+	my @names = $script =~ /^CREATE (?:OR REPLACE )?FUNCTION idem\.(\w+)\([^;]*?AS 'MODULE_PATHNAME'/mg;
+	BAIL_OUT('no LANGUAGE C function found in sql/idem--1.1.sql') unless @names;
+	return @names;
+}
+
+# Makes an install look like one made by an older idem release: every
+# engine function gets another body (a comment more) and a setting that no
+# release gives it. Run as the functions' owner.
+sub age_engine_bodies
+{
+	my ($node, $db, $owner) = @_;
+	my $names = join(',', map { qq{"$_"} } engine_function_names());
+	return sql_as($node, $db, $owner, qq{
+		DO \$aging\$
+		DECLARE
+		    f regprocedure;
+		    aged integer := 0;
+		BEGIN
+		    FOR f IN SELECT p.oid FROM pg_proc p
+		              WHERE p.pronamespace = 'idem'::regnamespace
+		                AND (p.proname LIKE 'portable\\_%' OR p.proname = ANY ('{$names}'::text[]))
+		    LOOP
+		        EXECUTE replace(pg_get_functiondef(f), E'\$function\$\\n',
+		                        E'\$function\$\\n-- a body from an older release\\n');
+		        EXECUTE format('ALTER FUNCTION %s SET idem.body_from = %L', f, 'an older release');
+		        aged := aged + 1;
+		    END LOOP;
+		    RAISE NOTICE 'aged %', aged;
+		END
+		\$aging\$;
+		SELECT count(*) FROM pg_proc p
+		 WHERE p.pronamespace = 'idem'::regnamespace
+		   AND 'idem.body_from=an older release' = ANY (p.proconfig);});
+}
+
+# Every function of schema idem as its definition and privileges, one line
+# each: two installs at the same version must give the same text.
+sub functions_of
+{
+	my ($node, $db) = @_;
+	return $node->safe_psql($db, q{
+		SELECT string_agg(p.oid::regprocedure::text || ' ' || md5(pg_get_functiondef(p.oid))
+		                  || ' ' || coalesce(p.proacl::text, '-'), E'\n'
+		                  ORDER BY p.oid::regprocedure::text)
+		  FROM pg_proc p
+		 WHERE p.pronamespace = 'idem'::regnamespace});
 }
 
 sub extversion
