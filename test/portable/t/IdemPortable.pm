@@ -143,7 +143,7 @@ sub age_engine_bodies
 		    LOOP
 		        EXECUTE replace(pg_get_functiondef(f), E'\$function\$\\n',
 		                        E'\$function\$\\n-- a body from an older release\\n');
-		        EXECUTE format('ALTER FUNCTION %s SET idem.body_from = %L', f, 'an older release');
+		        EXECUTE format('ALTER FUNCTION %s SET application_name = %L', f, 'idem, an older release');
 		        aged := aged + 1;
 		    END LOOP;
 		    RAISE NOTICE 'aged %', aged;
@@ -151,7 +151,7 @@ sub age_engine_bodies
 		\$aging\$;
 		SELECT count(*) FROM pg_proc p
 		 WHERE p.pronamespace = 'idem'::regnamespace
-		   AND 'idem.body_from=an older release' = ANY (p.proconfig);});
+		   AND 'application_name=idem, an older release' = ANY (p.proconfig);});
 }
 
 # Every function of schema idem as its definition and privileges, one line
