@@ -892,8 +892,27 @@ RETURNS idem.claim
 -- resolved argument > scope policy > setting), then one claim
 -- (idem.portable_claim_once, portable/support-keys.sql): a look without a
 -- lock, and a write only when the key must change.
+--
+-- The common call (no interval argument, no idem.* setting, the key's row
+-- absent) is done here in two statements and no nested call: one read of
+-- the scope's policy together with whether the key exists, then claim_once's
+-- INSERT ... ON CONFLICT DO NOTHING. Every other case (a policy or setting
+-- to resolve, a bound lock, the key present, a twin's insert first, a
+-- read-only transaction) goes the general way, idem.portable_claim_policy
+-- then idem.portable_claim_once, which gives the same answers and errors;
+-- when the policy resolved here, claim_once gets it without a second read.
 AS $function$
 DECLARE
+    now timestamptz;
+    present boolean;
+    policy_lock interval;
+    policy_retention interval;
+    policy_forever boolean;
+    policy_attempts integer;
+    policy_bind boolean;
+    answer_fence bigint;
+    answer_locked timestamptz;
+    answer_expires timestamptz;
     policy record;
 BEGIN
     -- The checks' functions run only for a bad argument (they raise its error).
@@ -902,6 +921,48 @@ BEGIN
        OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255 THEN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
+    END IF;
+    IF lock_timeout IS NULL AND retention IS NULL THEN
+        SELECT sp.lock_timeout, sp.retention, sp.keep_forever, sp.max_attempts, sp.bind_lock_to_session,
+               EXISTS (SELECT FROM idem.idempotency_request t
+                        WHERE t.scope = claim_idempotency_key.scope AND t.key = claim_idempotency_key.key)
+          INTO policy_lock, policy_retention, policy_forever, policy_attempts, policy_bind, present
+          FROM (SELECT) AS one
+          LEFT JOIN idem.scope_policy sp ON sp.scope = claim_idempotency_key.scope;
+        -- What portable_claim_policy resolves, where no setting is read.
+        IF (policy_lock IS NOT NULL OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '')
+           AND (policy_forever OR policy_retention IS NOT NULL
+                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') = '')
+           AND NOT coalesce(policy_bind,
+                            coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') <> '') THEN
+            policy_lock := coalesce(policy_lock, interval '5 minutes');
+            policy_retention := CASE WHEN policy_forever THEN NULL
+                                     ELSE coalesce(policy_retention, interval '1 day') END;
+            IF NOT present AND pg_catalog.current_setting('transaction_read_only') = 'off' THEN
+                now := pg_catalog.clock_timestamp();
+                -- claim_once's INSERT (portable/support-keys.sql), the same row.
+                INSERT INTO idem.idempotency_request AS t (
+                    scope, key, request_hash, status, recovery_point, fence, attempt_count,
+                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at)
+                VALUES (
+                    claim_idempotency_key.scope, claim_idempotency_key.key,
+                    claim_idempotency_key.request_hash,
+                    'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
+                    claim_idempotency_key.claimed_by, now, now + policy_lock, now, now,
+                    CASE WHEN policy_retention IS NULL THEN 'infinity'::timestamptz
+                         ELSE now + policy_retention END)
+                ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
+                RETURNING t.fence, t.locked_until, t.expires_at
+                     INTO answer_fence, answer_locked, answer_expires;
+                IF FOUND THEN
+                    RETURN ROW('new_claim', answer_fence, 1, 'started', NULL, NULL, NULL, NULL, NULL, NULL,
+                               answer_locked, answer_expires)::idem.claim;
+                END IF;
+            END IF;
+            -- A twin inserted first, or the key is there: the general claim.
+            RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by, policy_lock,
+                                            policy_retention, coalesce(policy_attempts, 0), NULL);
+        END IF;
     END IF;
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
     RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by,
@@ -1592,35 +1653,59 @@ CREATE FUNCTION idem.request_invariants_hold(request idem.idempotency_request)
 RETURNS boolean
 -- request_invariants_hold(idem.idempotency_request), what the key table's
 -- one CHECK calls at every write (src/keys/row_check.cpp). The thirteen
--- rules as one expression first: a row that keeps them all (every row idem
+-- rules as one condition first: a row that keeps them all (every row idem
 -- writes) costs this one call. Otherwise the columns go to the rules one
 -- by one (idem.request_invariants_hold over the columns), which name the
--- first rule broken, and which alone decide. (The CASE is in parentheses:
--- PL/pgSQL ends an IF's condition at the first THEN outside them.) NULL for a NULL row, as the
+-- first rule broken, and which alone decide. NULL for a NULL row, as the
 -- C++ function (here also for a row whose every column is NULL, which no
 -- write can produce: the NOT NULL constraints come first).
+--
+-- Unpinned (no SET search_path; portable/build.pl's rule for "unpinned"
+-- bodies): it runs at every write of the key table, twice a new key's
+-- lifecycle, and a pinned search_path costs a settings save and restore
+-- per call (about 5% of the lifecycle's instructions). Nothing here is
+-- looked up through the caller's search_path: every operator is written
+-- OPERATOR(pg_catalog.x), every function and type is schema-qualified, no
+-- construct that looks an operator up by name (IN, BETWEEN, IS DISTINCT
+-- FROM, NULLIF, CASE x WHEN) and no dynamic SQL; and it is not SECURITY
+-- DEFINER, so it runs with its caller's rights (sql/79_portable_internal_helpers.sql
+-- tries to steer it). Not inlined into the CHECK on purpose: PostgreSQL
+-- plans a CHECK expression again at every write statement, and inlining
+-- an SQL function there re-reads its body each time (measured: twice the
+-- lifecycle's instructions).
+-- portable: unpinned
 AS $function$
 BEGIN
+    IF pg_catalog.char_length(request.scope) OPERATOR(pg_catalog.>=) 1
+       AND pg_catalog.char_length(request.scope) OPERATOR(pg_catalog.<=) 255
+       AND pg_catalog.char_length(request.key) OPERATOR(pg_catalog.>=) 1
+       AND pg_catalog.char_length(request.key) OPERATOR(pg_catalog.<=) 255
+       AND request.request_hash OPERATOR(pg_catalog.<>) ''
+       AND request.fence OPERATOR(pg_catalog.>) 0
+       AND request.attempt_count OPERATOR(pg_catalog.>) 0
+       AND request.recovery_point OPERATOR(pg_catalog.<>) ''
+       AND (request.response_code IS NULL
+            OR request.response_code OPERATOR(pg_catalog.>=) 100
+               AND request.response_code OPERATOR(pg_catalog.<=) 599)
+       AND request.expires_at OPERATOR(pg_catalog.>) request.created_at
+       AND (request.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+            AND request.recovery_point OPERATOR(pg_catalog.<>) 'finished'
+            AND request.locked_until IS NOT NULL AND request.finished_at IS NULL
+            AND request.response_code IS NULL AND request.response_body IS NULL
+            OR request.status OPERATOR(pg_catalog.=) 'succeeded'::idem.idempotency_status
+               AND request.recovery_point OPERATOR(pg_catalog.=) 'finished'
+               AND request.locked_until IS NULL AND request.finished_at IS NOT NULL
+               AND request.response_code IS NOT NULL
+               AND request.failure_code IS NULL AND request.failure_message IS NULL
+            OR request.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status
+               AND request.status OPERATOR(pg_catalog.<>) 'succeeded'::idem.idempotency_status
+               AND request.recovery_point OPERATOR(pg_catalog.<>) 'finished'
+               AND request.locked_until IS NULL AND request.finished_at IS NOT NULL
+               AND request.failure_code OPERATOR(pg_catalog.<>) '') THEN
+        RETURN true;
+    END IF;
     IF request IS NULL THEN
         RETURN NULL;
-    END IF;
-    IF pg_catalog.char_length(request.scope) BETWEEN 1 AND 255
-       AND pg_catalog.char_length(request.key) BETWEEN 1 AND 255
-       AND request.request_hash <> '' AND request.fence > 0 AND request.attempt_count >= 1
-       AND request.recovery_point <> ''
-       AND coalesce(request.response_code BETWEEN 100 AND 599, true)
-       AND request.expires_at > request.created_at
-       AND (request.recovery_point = 'finished') = (request.status = 'succeeded')
-       AND (CASE WHEN request.status = 'processing'
-                THEN request.locked_until IS NOT NULL AND request.finished_at IS NULL
-                     AND request.response_code IS NULL AND request.response_body IS NULL
-                ELSE request.locked_until IS NULL AND request.finished_at IS NOT NULL
-                     AND CASE WHEN request.status = 'succeeded'
-                              THEN request.response_code IS NOT NULL AND request.failure_code IS NULL
-                                   AND request.failure_message IS NULL
-                              ELSE coalesce(request.failure_code <> '', false) END
-           END) THEN
-        RETURN true;
     END IF;
     RETURN idem.request_invariants_hold(
         request.scope, request.key, request.request_hash, request.status, request.recovery_point,
@@ -1629,8 +1714,7 @@ BEGIN
         request.created_at, request.finished_at, request.expires_at);
 END
 $function$
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp;
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION idem.request_invariants_hold(idem.idempotency_request) IS
     'The invariants of an idem.idempotency_request row, given whole: true, or error 23514 naming the rule the row breaks.';
 GRANT EXECUTE ON FUNCTION idem.request_invariants_hold(idem.idempotency_request) TO PUBLIC;
@@ -4765,8 +4849,27 @@ RETURNS idem.claim
 -- resolved argument > scope policy > setting), then one claim
 -- (idem.portable_claim_once, portable/support-keys.sql): a look without a
 -- lock, and a write only when the key must change.
+--
+-- The common call (no interval argument, no idem.* setting, the key's row
+-- absent) is done here in two statements and no nested call: one read of
+-- the scope's policy together with whether the key exists, then claim_once's
+-- INSERT ... ON CONFLICT DO NOTHING. Every other case (a policy or setting
+-- to resolve, a bound lock, the key present, a twin's insert first, a
+-- read-only transaction) goes the general way, idem.portable_claim_policy
+-- then idem.portable_claim_once, which gives the same answers and errors;
+-- when the policy resolved here, claim_once gets it without a second read.
 AS $function$
 DECLARE
+    now timestamptz;
+    present boolean;
+    policy_lock interval;
+    policy_retention interval;
+    policy_forever boolean;
+    policy_attempts integer;
+    policy_bind boolean;
+    answer_fence bigint;
+    answer_locked timestamptz;
+    answer_expires timestamptz;
     policy record;
 BEGIN
     -- The checks' functions run only for a bad argument (they raise its error).
@@ -4775,6 +4878,48 @@ BEGIN
        OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255 THEN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
+    END IF;
+    IF lock_timeout IS NULL AND retention IS NULL THEN
+        SELECT sp.lock_timeout, sp.retention, sp.keep_forever, sp.max_attempts, sp.bind_lock_to_session,
+               EXISTS (SELECT FROM idem.idempotency_request t
+                        WHERE t.scope = claim_idempotency_key.scope AND t.key = claim_idempotency_key.key)
+          INTO policy_lock, policy_retention, policy_forever, policy_attempts, policy_bind, present
+          FROM (SELECT) AS one
+          LEFT JOIN idem.scope_policy sp ON sp.scope = claim_idempotency_key.scope;
+        -- What portable_claim_policy resolves, where no setting is read.
+        IF (policy_lock IS NOT NULL OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '')
+           AND (policy_forever OR policy_retention IS NOT NULL
+                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') = '')
+           AND NOT coalesce(policy_bind,
+                            coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') <> '') THEN
+            policy_lock := coalesce(policy_lock, interval '5 minutes');
+            policy_retention := CASE WHEN policy_forever THEN NULL
+                                     ELSE coalesce(policy_retention, interval '1 day') END;
+            IF NOT present AND pg_catalog.current_setting('transaction_read_only') = 'off' THEN
+                now := pg_catalog.clock_timestamp();
+                -- claim_once's INSERT (portable/support-keys.sql), the same row.
+                INSERT INTO idem.idempotency_request AS t (
+                    scope, key, request_hash, status, recovery_point, fence, attempt_count,
+                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at)
+                VALUES (
+                    claim_idempotency_key.scope, claim_idempotency_key.key,
+                    claim_idempotency_key.request_hash,
+                    'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
+                    claim_idempotency_key.claimed_by, now, now + policy_lock, now, now,
+                    CASE WHEN policy_retention IS NULL THEN 'infinity'::timestamptz
+                         ELSE now + policy_retention END)
+                ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
+                RETURNING t.fence, t.locked_until, t.expires_at
+                     INTO answer_fence, answer_locked, answer_expires;
+                IF FOUND THEN
+                    RETURN ROW('new_claim', answer_fence, 1, 'started', NULL, NULL, NULL, NULL, NULL, NULL,
+                               answer_locked, answer_expires)::idem.claim;
+                END IF;
+            END IF;
+            -- A twin inserted first, or the key is there: the general claim.
+            RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by, policy_lock,
+                                            policy_retention, coalesce(policy_attempts, 0), NULL);
+        END IF;
     END IF;
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
     RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by,
@@ -5465,35 +5610,59 @@ CREATE FUNCTION idem.request_invariants_hold(request idem.idempotency_request)
 RETURNS boolean
 -- request_invariants_hold(idem.idempotency_request), what the key table's
 -- one CHECK calls at every write (src/keys/row_check.cpp). The thirteen
--- rules as one expression first: a row that keeps them all (every row idem
+-- rules as one condition first: a row that keeps them all (every row idem
 -- writes) costs this one call. Otherwise the columns go to the rules one
 -- by one (idem.request_invariants_hold over the columns), which name the
--- first rule broken, and which alone decide. (The CASE is in parentheses:
--- PL/pgSQL ends an IF's condition at the first THEN outside them.) NULL for a NULL row, as the
+-- first rule broken, and which alone decide. NULL for a NULL row, as the
 -- C++ function (here also for a row whose every column is NULL, which no
 -- write can produce: the NOT NULL constraints come first).
+--
+-- Unpinned (no SET search_path; portable/build.pl's rule for "unpinned"
+-- bodies): it runs at every write of the key table, twice a new key's
+-- lifecycle, and a pinned search_path costs a settings save and restore
+-- per call (about 5% of the lifecycle's instructions). Nothing here is
+-- looked up through the caller's search_path: every operator is written
+-- OPERATOR(pg_catalog.x), every function and type is schema-qualified, no
+-- construct that looks an operator up by name (IN, BETWEEN, IS DISTINCT
+-- FROM, NULLIF, CASE x WHEN) and no dynamic SQL; and it is not SECURITY
+-- DEFINER, so it runs with its caller's rights (sql/79_portable_internal_helpers.sql
+-- tries to steer it). Not inlined into the CHECK on purpose: PostgreSQL
+-- plans a CHECK expression again at every write statement, and inlining
+-- an SQL function there re-reads its body each time (measured: twice the
+-- lifecycle's instructions).
+-- portable: unpinned
 AS $function$
 BEGIN
+    IF pg_catalog.char_length(request.scope) OPERATOR(pg_catalog.>=) 1
+       AND pg_catalog.char_length(request.scope) OPERATOR(pg_catalog.<=) 255
+       AND pg_catalog.char_length(request.key) OPERATOR(pg_catalog.>=) 1
+       AND pg_catalog.char_length(request.key) OPERATOR(pg_catalog.<=) 255
+       AND request.request_hash OPERATOR(pg_catalog.<>) ''
+       AND request.fence OPERATOR(pg_catalog.>) 0
+       AND request.attempt_count OPERATOR(pg_catalog.>) 0
+       AND request.recovery_point OPERATOR(pg_catalog.<>) ''
+       AND (request.response_code IS NULL
+            OR request.response_code OPERATOR(pg_catalog.>=) 100
+               AND request.response_code OPERATOR(pg_catalog.<=) 599)
+       AND request.expires_at OPERATOR(pg_catalog.>) request.created_at
+       AND (request.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+            AND request.recovery_point OPERATOR(pg_catalog.<>) 'finished'
+            AND request.locked_until IS NOT NULL AND request.finished_at IS NULL
+            AND request.response_code IS NULL AND request.response_body IS NULL
+            OR request.status OPERATOR(pg_catalog.=) 'succeeded'::idem.idempotency_status
+               AND request.recovery_point OPERATOR(pg_catalog.=) 'finished'
+               AND request.locked_until IS NULL AND request.finished_at IS NOT NULL
+               AND request.response_code IS NOT NULL
+               AND request.failure_code IS NULL AND request.failure_message IS NULL
+            OR request.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status
+               AND request.status OPERATOR(pg_catalog.<>) 'succeeded'::idem.idempotency_status
+               AND request.recovery_point OPERATOR(pg_catalog.<>) 'finished'
+               AND request.locked_until IS NULL AND request.finished_at IS NOT NULL
+               AND request.failure_code OPERATOR(pg_catalog.<>) '') THEN
+        RETURN true;
+    END IF;
     IF request IS NULL THEN
         RETURN NULL;
-    END IF;
-    IF pg_catalog.char_length(request.scope) BETWEEN 1 AND 255
-       AND pg_catalog.char_length(request.key) BETWEEN 1 AND 255
-       AND request.request_hash <> '' AND request.fence > 0 AND request.attempt_count >= 1
-       AND request.recovery_point <> ''
-       AND coalesce(request.response_code BETWEEN 100 AND 599, true)
-       AND request.expires_at > request.created_at
-       AND (request.recovery_point = 'finished') = (request.status = 'succeeded')
-       AND (CASE WHEN request.status = 'processing'
-                THEN request.locked_until IS NOT NULL AND request.finished_at IS NULL
-                     AND request.response_code IS NULL AND request.response_body IS NULL
-                ELSE request.locked_until IS NULL AND request.finished_at IS NOT NULL
-                     AND CASE WHEN request.status = 'succeeded'
-                              THEN request.response_code IS NOT NULL AND request.failure_code IS NULL
-                                   AND request.failure_message IS NULL
-                              ELSE coalesce(request.failure_code <> '', false) END
-           END) THEN
-        RETURN true;
     END IF;
     RETURN idem.request_invariants_hold(
         request.scope, request.key, request.request_hash, request.status, request.recovery_point,
@@ -5502,8 +5671,7 @@ BEGIN
         request.created_at, request.finished_at, request.expires_at);
 END
 $function$
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp;
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION idem.request_invariants_hold(idem.idempotency_request) IS
     'The invariants of an idem.idempotency_request row, given whole: true, or error 23514 naming the rule the row breaks.';
 GRANT EXECUTE ON FUNCTION idem.request_invariants_hold(idem.idempotency_request) TO PUBLIC;
@@ -8519,8 +8687,27 @@ RETURNS idem.claim
 -- resolved argument > scope policy > setting), then one claim
 -- (idem.portable_claim_once, portable/support-keys.sql): a look without a
 -- lock, and a write only when the key must change.
+--
+-- The common call (no interval argument, no idem.* setting, the key's row
+-- absent) is done here in two statements and no nested call: one read of
+-- the scope's policy together with whether the key exists, then claim_once's
+-- INSERT ... ON CONFLICT DO NOTHING. Every other case (a policy or setting
+-- to resolve, a bound lock, the key present, a twin's insert first, a
+-- read-only transaction) goes the general way, idem.portable_claim_policy
+-- then idem.portable_claim_once, which gives the same answers and errors;
+-- when the policy resolved here, claim_once gets it without a second read.
 AS $function$
 DECLARE
+    now timestamptz;
+    present boolean;
+    policy_lock interval;
+    policy_retention interval;
+    policy_forever boolean;
+    policy_attempts integer;
+    policy_bind boolean;
+    answer_fence bigint;
+    answer_locked timestamptz;
+    answer_expires timestamptz;
     policy record;
 BEGIN
     -- The checks' functions run only for a bad argument (they raise its error).
@@ -8529,6 +8716,48 @@ BEGIN
        OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255 THEN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
+    END IF;
+    IF lock_timeout IS NULL AND retention IS NULL THEN
+        SELECT sp.lock_timeout, sp.retention, sp.keep_forever, sp.max_attempts, sp.bind_lock_to_session,
+               EXISTS (SELECT FROM idem.idempotency_request t
+                        WHERE t.scope = claim_idempotency_key.scope AND t.key = claim_idempotency_key.key)
+          INTO policy_lock, policy_retention, policy_forever, policy_attempts, policy_bind, present
+          FROM (SELECT) AS one
+          LEFT JOIN idem.scope_policy sp ON sp.scope = claim_idempotency_key.scope;
+        -- What portable_claim_policy resolves, where no setting is read.
+        IF (policy_lock IS NOT NULL OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '')
+           AND (policy_forever OR policy_retention IS NOT NULL
+                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') = '')
+           AND NOT coalesce(policy_bind,
+                            coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') <> '') THEN
+            policy_lock := coalesce(policy_lock, interval '5 minutes');
+            policy_retention := CASE WHEN policy_forever THEN NULL
+                                     ELSE coalesce(policy_retention, interval '1 day') END;
+            IF NOT present AND pg_catalog.current_setting('transaction_read_only') = 'off' THEN
+                now := pg_catalog.clock_timestamp();
+                -- claim_once's INSERT (portable/support-keys.sql), the same row.
+                INSERT INTO idem.idempotency_request AS t (
+                    scope, key, request_hash, status, recovery_point, fence, attempt_count,
+                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at)
+                VALUES (
+                    claim_idempotency_key.scope, claim_idempotency_key.key,
+                    claim_idempotency_key.request_hash,
+                    'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
+                    claim_idempotency_key.claimed_by, now, now + policy_lock, now, now,
+                    CASE WHEN policy_retention IS NULL THEN 'infinity'::timestamptz
+                         ELSE now + policy_retention END)
+                ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
+                RETURNING t.fence, t.locked_until, t.expires_at
+                     INTO answer_fence, answer_locked, answer_expires;
+                IF FOUND THEN
+                    RETURN ROW('new_claim', answer_fence, 1, 'started', NULL, NULL, NULL, NULL, NULL, NULL,
+                               answer_locked, answer_expires)::idem.claim;
+                END IF;
+            END IF;
+            -- A twin inserted first, or the key is there: the general claim.
+            RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by, policy_lock,
+                                            policy_retention, coalesce(policy_attempts, 0), NULL);
+        END IF;
     END IF;
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
     RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by,
@@ -8988,35 +9217,59 @@ CREATE OR REPLACE FUNCTION idem.request_invariants_hold(request idem.idempotency
 RETURNS boolean
 -- request_invariants_hold(idem.idempotency_request), what the key table's
 -- one CHECK calls at every write (src/keys/row_check.cpp). The thirteen
--- rules as one expression first: a row that keeps them all (every row idem
+-- rules as one condition first: a row that keeps them all (every row idem
 -- writes) costs this one call. Otherwise the columns go to the rules one
 -- by one (idem.request_invariants_hold over the columns), which name the
--- first rule broken, and which alone decide. (The CASE is in parentheses:
--- PL/pgSQL ends an IF's condition at the first THEN outside them.) NULL for a NULL row, as the
+-- first rule broken, and which alone decide. NULL for a NULL row, as the
 -- C++ function (here also for a row whose every column is NULL, which no
 -- write can produce: the NOT NULL constraints come first).
+--
+-- Unpinned (no SET search_path; portable/build.pl's rule for "unpinned"
+-- bodies): it runs at every write of the key table, twice a new key's
+-- lifecycle, and a pinned search_path costs a settings save and restore
+-- per call (about 5% of the lifecycle's instructions). Nothing here is
+-- looked up through the caller's search_path: every operator is written
+-- OPERATOR(pg_catalog.x), every function and type is schema-qualified, no
+-- construct that looks an operator up by name (IN, BETWEEN, IS DISTINCT
+-- FROM, NULLIF, CASE x WHEN) and no dynamic SQL; and it is not SECURITY
+-- DEFINER, so it runs with its caller's rights (sql/79_portable_internal_helpers.sql
+-- tries to steer it). Not inlined into the CHECK on purpose: PostgreSQL
+-- plans a CHECK expression again at every write statement, and inlining
+-- an SQL function there re-reads its body each time (measured: twice the
+-- lifecycle's instructions).
+-- portable: unpinned
 AS $function$
 BEGIN
+    IF pg_catalog.char_length(request.scope) OPERATOR(pg_catalog.>=) 1
+       AND pg_catalog.char_length(request.scope) OPERATOR(pg_catalog.<=) 255
+       AND pg_catalog.char_length(request.key) OPERATOR(pg_catalog.>=) 1
+       AND pg_catalog.char_length(request.key) OPERATOR(pg_catalog.<=) 255
+       AND request.request_hash OPERATOR(pg_catalog.<>) ''
+       AND request.fence OPERATOR(pg_catalog.>) 0
+       AND request.attempt_count OPERATOR(pg_catalog.>) 0
+       AND request.recovery_point OPERATOR(pg_catalog.<>) ''
+       AND (request.response_code IS NULL
+            OR request.response_code OPERATOR(pg_catalog.>=) 100
+               AND request.response_code OPERATOR(pg_catalog.<=) 599)
+       AND request.expires_at OPERATOR(pg_catalog.>) request.created_at
+       AND (request.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+            AND request.recovery_point OPERATOR(pg_catalog.<>) 'finished'
+            AND request.locked_until IS NOT NULL AND request.finished_at IS NULL
+            AND request.response_code IS NULL AND request.response_body IS NULL
+            OR request.status OPERATOR(pg_catalog.=) 'succeeded'::idem.idempotency_status
+               AND request.recovery_point OPERATOR(pg_catalog.=) 'finished'
+               AND request.locked_until IS NULL AND request.finished_at IS NOT NULL
+               AND request.response_code IS NOT NULL
+               AND request.failure_code IS NULL AND request.failure_message IS NULL
+            OR request.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status
+               AND request.status OPERATOR(pg_catalog.<>) 'succeeded'::idem.idempotency_status
+               AND request.recovery_point OPERATOR(pg_catalog.<>) 'finished'
+               AND request.locked_until IS NULL AND request.finished_at IS NOT NULL
+               AND request.failure_code OPERATOR(pg_catalog.<>) '') THEN
+        RETURN true;
+    END IF;
     IF request IS NULL THEN
         RETURN NULL;
-    END IF;
-    IF pg_catalog.char_length(request.scope) BETWEEN 1 AND 255
-       AND pg_catalog.char_length(request.key) BETWEEN 1 AND 255
-       AND request.request_hash <> '' AND request.fence > 0 AND request.attempt_count >= 1
-       AND request.recovery_point <> ''
-       AND coalesce(request.response_code BETWEEN 100 AND 599, true)
-       AND request.expires_at > request.created_at
-       AND (request.recovery_point = 'finished') = (request.status = 'succeeded')
-       AND (CASE WHEN request.status = 'processing'
-                THEN request.locked_until IS NOT NULL AND request.finished_at IS NULL
-                     AND request.response_code IS NULL AND request.response_body IS NULL
-                ELSE request.locked_until IS NULL AND request.finished_at IS NOT NULL
-                     AND CASE WHEN request.status = 'succeeded'
-                              THEN request.response_code IS NOT NULL AND request.failure_code IS NULL
-                                   AND request.failure_message IS NULL
-                              ELSE coalesce(request.failure_code <> '', false) END
-           END) THEN
-        RETURN true;
     END IF;
     RETURN idem.request_invariants_hold(
         request.scope, request.key, request.request_hash, request.status, request.recovery_point,
@@ -9025,8 +9278,7 @@ BEGIN
         request.created_at, request.finished_at, request.expires_at);
 END
 $function$
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp;
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE;
 
 CREATE OR REPLACE FUNCTION idem.typical_duration(scope text)
 RETURNS interval

@@ -66,7 +66,53 @@ sub body_of {
     my ($head, $lang, $body) = $text =~ /\A(.*?)^LANGUAGE (plpgsql|sql)[ \t]*\n(AS \$function\$\n.*^\$function\$)\s*\z/ms
         or die "$path: expected comments, a line `LANGUAGE plpgsql` (or sql), then AS \$function\$ ... \$function\$\n";
     lint($path, $body);
-    return ($lang, $head . $body . "\n");
+    my $unpinned = $head =~ /^-- portable: unpinned$/m;
+    lint_unpinned($path, $body) if $unpinned;
+    return ($lang, $head . $body . "\n", $unpinned);
+}
+
+# An "unpinned" body (a line `-- portable: unpinned` above LANGUAGE) runs
+# without SET search_path: a pinned path costs a settings save and restore
+# at every call, which a function run at every write of the key table
+# should not pay. Allowed only where the caller's search_path can steer
+# nothing: the function is not SECURITY DEFINER (checked at its header),
+# so it runs with its caller's rights, and its body looks up no name
+# through the path: every operator written OPERATOR(pg_catalog.x) (so no
+# bare operator character is left), no construct that looks an operator up
+# by name (IN, BETWEEN, IS DISTINCT FROM, NULLIF, LIKE, ANY/ALL, a CASE
+# with an operand), every function call and cast schema-qualified, no
+# declared variable (a type name is looked up too) and no dynamic SQL.
+sub lint_unpinned {
+    my ($path, $body) = @_;
+    my $code = $body;
+    $code =~ s/\A\s*AS \$function\$//;
+    $code =~ s/\$function\$\s*\z//;
+    $code =~ s/--[^\n]*//g;
+    $code =~ s/'(?:[^']|'')*'/''/g;
+    my $refuse = sub { die "$path: an unpinned body $_[0] (portable/build.pl, lint_unpinned)\n" };
+    $refuse->("declares a variable") if $code =~ /\bDECLARE\b/i;
+    $refuse->("runs dynamic SQL") if $code =~ /\b(?:EXECUTE|format)\b/i;
+    $refuse->("uses `$1`, which looks an operator up by name")
+        if $code =~ /\b(IN|BETWEEN|DISTINCT|NULLIF|LIKE|ILIKE|SIMILAR|ANY|ALL|SOME|OVERLAPS)\b/i;
+    $refuse->("has a CASE with an operand (compared by a looked-up `=`)") if $code =~ /\bCASE\b(?!\s+WHEN\b)/i;
+    $code =~ s/\bOPERATOR\(pg_catalog\.[^\s()\w]+\)/ /g;
+    while ($code =~ /::\s*([\w.]+)/g) {
+        my $type = $1;
+        $refuse->("casts to `$type` without its schema") unless $type =~ /^(?:pg_catalog|idem)\.\w+$/;
+    }
+    $code =~ s/::\s*[\w.]+/ /g;
+    $refuse->("has an operator `$1` not written OPERATOR(pg_catalog.x)") if $code =~ m{([=<>!~+\-*/%^&|#@?])};
+    my %syntax = map { $_ => 1 } qw(if elsif and or not then when else return coalesce);
+    while ($code =~ /(\.?)\b([a-z_][a-z0-9_]*)\s*\(/gi) {
+        my ($dot, $name) = ($1, lc $2);
+        next if $dot || $syntax{$name};
+        my $pre = substr($code, 0, $-[2]);
+        next if $pre =~ /\b(?:pg_catalog|idem)\.$/i;
+        $refuse->("calls `$name(` without its schema");
+    }
+    while ($code =~ /\b([a-z_][a-z0-9_]*)\.[a-z_][a-z0-9_]*\s*\(/gi) {
+        $refuse->("calls a function of schema `$1`") unless $1 =~ /^(?:pg_catalog|idem)$/i;
+    }
 }
 
 # Relations are looked up in pg_temp after pg_catalog under the pinned
@@ -133,7 +179,7 @@ sub portable_script {
         forget($1) if $line =~ /^DROP FUNCTION (?:IF EXISTS )?([\w.]+)\(/;
         if ($line =~ /^AS 'MODULE_PATHNAME', '(\w+)'$/) {
             my $symbol = $1;
-            my ($lang, $body) = body_of($symbol);
+            my ($lang, $body, $unpinned) = body_of($symbol);
             my $next = $lines[++$i] // '';
             $next =~ /^LANGUAGE C\b(.*)$/ or die "$source: `$line` is not followed by LANGUAGE C\n";
             my @rest = ("LANGUAGE $lang$1");
@@ -142,7 +188,11 @@ sub portable_script {
                 $i++ < $#lines or die "$source: unterminated CREATE FUNCTION for $symbol\n";
                 push @rest, $lines[$i];
             }
-            unless (grep { /\bSET search_path\b/ } @rest) {
+            if ($unpinned) {
+                # Nothing may pin or raise its rights after the fact either.
+                die "$source: $symbol is unpinned but SECURITY DEFINER or has a SET clause\n"
+                    if grep { /\bSECURITY DEFINER\b|\bSET\b/ } @rest;
+            } elsif (!grep { /\bSET search_path\b/ } @rest) {
                 $rest[-1] =~ s/;\s*$//;
                 push @rest, 'SET search_path = pg_catalog, pg_temp;';
             }
@@ -150,7 +200,10 @@ sub portable_script {
             my ($start) = grep { $out[$_] =~ /^CREATE (?:OR REPLACE )?FUNCTION / } reverse 0 .. $#out;
             defined $start && $out[$start] =~ /^CREATE (?:OR REPLACE )?FUNCTION ([\w.]+)\(/
                 or die "$source: no CREATE FUNCTION before the body of $symbol\n";
-            remember($1, $symbol, join("\n", @out[$start .. $#out]) . "\n");
+            my $name = $1;
+            die "$source: $symbol is unpinned but an ALTER FUNCTION $name gives it a setting or SECURITY DEFINER\n"
+                if $unpinned && $text =~ /^ALTER FUNCTION \Q$name\E\([^;]*\b(?:SET|SECURITY DEFINER)\b/m;
+            remember($name, $symbol, join("\n", @out[$start .. $#out]) . "\n");
             next;
         }
         push @out, $line;
