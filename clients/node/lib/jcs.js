@@ -65,7 +65,7 @@ function checkNumbers(text) {
   for (const [literal] of text.matchAll(token)) {
     if (literal[0] === '"') continue;
     const written = String(Number(literal));
-    if (decimalParts(written) !== decimalParts(literal)) {
+    if (!Number.isFinite(Number(literal)) || decimalParts(written) !== decimalParts(literal)) {
       throw new FingerprintError(
         `the number ${literal.length > 40 ? `${literal.slice(0, 40)}...` : literal} cannot be canonicalized exactly (it would read as ${written}); send it as a string`,
         'P4005');
