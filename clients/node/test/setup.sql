@@ -30,3 +30,8 @@ CREATE TABLE node_test.effects (
 GRANT USAGE ON SCHEMA node_test TO :"app";
 GRANT SELECT, INSERT ON node_test.effects TO :"app";
 GRANT USAGE ON SEQUENCE node_test.effects_id_seq TO :"app";
+
+-- The README's five-line example writes here (search_path node_test).
+CREATE TABLE node_test.orders (id bigserial PRIMARY KEY, item text NOT NULL);
+GRANT SELECT, INSERT ON node_test.orders TO :"app";
+GRANT USAGE ON SEQUENCE node_test.orders_id_seq TO :"app";
