@@ -80,7 +80,7 @@ function idempotency(options) {
     const key = parseKey(req.get(header));
     if (key === undefined) {
       if (!required) return next();
-      return sendProblem(res, 400, `this request needs an ${header} header`);
+      return sendProblem(res, 400, `the ${header} is required`, {}, { sqlstate: 'P4001' });
     }
     let hash;
     let raw;
