@@ -132,6 +132,9 @@ async function own(req, res, next, owned, pool, onError) {
     await client.query('BEGIN');
   } catch (error) {
     if (client) client.release(error);
+    // No transaction for the handler: give the key back rather than leave
+    // it locked until its lock runs out.
+    await store.release(pool, owned).catch(() => {});
     return next(error);
   }
   const { scope, key, fence } = owned;
