@@ -119,7 +119,10 @@ function answerError(res, next, error) {
   if (status === undefined) return next(error);
   const detail = error.code === 'P4002' ? 'this key was used for a different request'
     : error.code === 'P4012' ? 'a retry took this key over' : error.message;
-  return sendProblem(res, status, detail, {}, { sqlstate: error.code });
+  const extra = { sqlstate: error.code };
+  // Whether the other request still runs or has finished (idem 1.2).
+  if (error.code === 'P4002' && store.storedStatus(error)) extra.stored_status = store.storedStatus(error);
+  return sendProblem(res, status, detail, {}, extra);
 }
 
 // The request owns the key: a transaction is open on req.idem.client for the

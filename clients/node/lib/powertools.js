@@ -162,7 +162,9 @@ class IdemPersistenceLayer extends BasePersistenceLayer {
         throw new IdempotencyItemAlreadyExistsError(
           `Failed to put record for already existing idempotency key: ${record.idempotencyKey}`,
           new IdempotencyRecord({
-            idempotencyKey: record.idempotencyKey, status: IdempotencyRecordStatus.COMPLETED,
+            idempotencyKey: record.idempotencyKey,
+            status: store.storedStatus(error) === 'processing'
+              ? IdempotencyRecordStatus.INPROGRESS : IdempotencyRecordStatus.COMPLETED,
             payloadHash: OTHER_PAYLOAD, expiryTimestamp: record.expiryTimestamp,
           }));
       }

@@ -68,4 +68,11 @@ async function peek(db, scope, key) {
   return rows[0] || null;
 }
 
-module.exports = { interval, claim, succeed, failFinal, failRetryable, release, peek, OWNED, REPLAYED };
+// P4002's detail ends with the stored request's status (idem 1.2):
+// processing, succeeded, failed_retryable or failed_final; null before 1.2.
+function storedStatus(error) {
+  const m = /the stored request's status is ([a-z_]+)$/.exec((error && error.detail) || '');
+  return m ? m[1] : null;
+}
+
+module.exports = { storedStatus, interval, claim, succeed, failFinal, failRetryable, release, peek, OWNED, REPLAYED };

@@ -70,6 +70,7 @@ test('a reused key with another body is 422', async () => {
     assert.equal(other.status, 422);
     assert.match(other.headers.get('content-type'), /^application\/problem\+json/);
     assert.equal(JSON.parse(other.text).sqlstate, 'P4002');
+    if (await hasAdapterCalls(pool)) assert.equal(JSON.parse(other.text).stored_status, 'succeeded');
     assert.equal(await effects(pool, scope), 1);
   } finally { await server.close(); }
 });

@@ -53,3 +53,11 @@ test("the README's five-line example works as written", async () => {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("idem's README shows the same five lines", (t) => {
+  const root = path.join(__dirname, '..', '..', '..', 'README.md');
+  if (!fs.existsSync(root)) return t.skip('not inside an idem checkout');
+  const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8');
+  const code = /```js\n([\s\S]*?)```/.exec(readme.split('## An idempotent endpoint in five lines')[1])[1];
+  assert.ok(fs.readFileSync(root, 'utf8').includes(code), "idem's README, From application code");
+});
