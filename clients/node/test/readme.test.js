@@ -55,7 +55,8 @@ test("the README's five-line example works as written", async () => {
 });
 
 test("idem's README shows the same five lines", (t) => {
-  const root = path.join(__dirname, '..', '..', '..', 'README.md');
+  // IDEM_README: idem's README when the package was copied out of the checkout.
+  const root = process.env.IDEM_README || path.join(__dirname, '..', '..', '..', 'README.md');
   if (!fs.existsSync(root)) return t.skip('not inside an idem checkout');
   const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8');
   const code = /```js\n([\s\S]*?)```/.exec(readme.split('## An idempotent endpoint in five lines')[1])[1];
