@@ -14,7 +14,8 @@ cd "$(dirname "$0")/../.."
 examples=$(pwd)/examples/clients
 work=${IDEM_WORK:-/tmp}/clients-extra
 rm -rf "$work" && mkdir -p "$work"
-db_port=$((PGPORT - 30000))
+# (A run's ports below the ephemeral range already: 20 above its own.)
+if [ "$PGPORT" -ge 32768 ]; then db_port=$((PGPORT - 30000)); else db_port=$((PGPORT + 20)); fi
 passed=0
 failed=0
 server_pid=
@@ -91,11 +92,16 @@ if start_server python "$work/python.log" env DATABASE_URL="$app_url" PORT=0 \
 fi
 finish_server
 
-# Node: Debian's nodejs; express and pg from the npm registry, as locked.
-cp -r "$examples/node" "$work/node"
-if (cd "$work/node" && npm ci --no-audit --no-fund --cache "$work/npm-cache" >"$work/npm.log" 2>&1); then
+# Node: Debian's nodejs; express and pg from the npm registry, as locked,
+# and the package clients/node from this tree (file:../../../clients/node):
+# both are copied with their places kept, without installed modules.
+mkdir -p "$work/tree/examples/clients" "$work/tree/clients"
+cp -r "$examples/node" "$work/tree/examples/clients/node"
+cp -r clients/node "$work/tree/clients/node"
+rm -rf "$work/tree/examples/clients/node/node_modules" "$work/tree/clients/node/node_modules"
+if (cd "$work/tree/examples/clients/node" && npm ci --no-audit --no-fund --cache "$work/npm-cache" >"$work/npm.log" 2>&1); then
   if start_server node "$work/node.log" env DATABASE_URL="$app_url" PORT=0 \
-      node "$work/node/server.js"; then
+      node "$work/tree/examples/clients/node/server.js"; then
     drive node "$server_port"
   fi
 else
