@@ -20,8 +20,11 @@
 #
 # Runs once, on the host (test/suites.sh), as clients.sh does, with a cluster
 # of its own on 127.0.0.1. Ports: three from IDEM_MONITORING_PORT_BASE
-# (default PGPORT + 1600, beside the cluster suite's hundred from +1500):
-# PostgreSQL, the exporter, Prometheus. Alone:
+# (PostgreSQL, the exporter, Prometheus). By default PGPORT - 29900: a
+# hundred above clients.sh's, and like it below Linux's ephemeral range
+# (32768-60999), where a client connection's own end may hold a port; for a
+# PGPORT too low for that, PGPORT + 1600 (beside the cluster suite's hundred
+# from PGPORT + 1500). Alone:
 #   IDEM_ONLY=monitoring ./run-tests --major 15 --no-assert --no-packages
 # Last line "monitoring: N passed, N failed".
 set -uo pipefail
@@ -29,7 +32,9 @@ cd "$(dirname "$0")/../.."
 mon=$(pwd)/monitoring
 work=${IDEM_WORK:-/tmp}/monitoring-extra
 rm -rf "$work" && mkdir -p "$work"
-base=${IDEM_MONITORING_PORT_BASE:-$((PGPORT + 1600))}
+if [ -n "${IDEM_MONITORING_PORT_BASE:-}" ]; then base=$IDEM_MONITORING_PORT_BASE
+elif [ "$PGPORT" -ge 31024 ]; then base=$((PGPORT - 29900))
+else base=$((PGPORT + 1600)); fi
 db_port=$base exporter_port=$((base + 1)) prom_port=$((base + 2))
 passed=0
 failed=0
