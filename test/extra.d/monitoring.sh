@@ -7,8 +7,10 @@
 # worker is off (idem.worker_enabled) while a backlog of expired keys, a
 # stuck key, a dead and a pending outbox event, a timed-out wait, a stale
 # fence, a takeover and a mismatch are made; the firing alerts are read from
-# Prometheus's /api/v1/alerts. Then the worker is switched on and the
-# worker's and the key table's alerts must clear.
+# Prometheus's /api/v1/alerts. Then the worker is switched on: in app the
+# worker's and the key table's alerts must clear, while the worker of
+# "bare", a database of idem.database without the extension, waits for it
+# and raises IdemWorkerNotRunning.
 #
 # Prometheus scrapes and evaluates every second here. The test copy of the
 # rules differs from monitoring/idem-alerts.yml in two ways only (sed, below,
@@ -118,7 +120,7 @@ listen_addresses = '127.0.0.1'
 port = $db_port
 unix_socket_directories = '$work'
 shared_preload_libraries = 'idem'
-idem.database = 'app'
+idem.database = 'app, bare'
 idem.naptime = 1
 idem.worker_enabled = off
 fsync = off
@@ -126,6 +128,7 @@ CONF
 pg_ctl -D "$work/data" -l "$work/server.log" -w start >/dev/null || { cat "$work/server.log"; exit 1; }
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$db_port" -U postgres -d app "$@"; }
 createdb -h 127.0.0.1 -p "$db_port" -U postgres app || exit 1
+createdb -h 127.0.0.1 -p "$db_port" -U postgres bare || exit 1
 sql <<'SQL' || { not_ok "setting up the database"; finish; }
 CREATE EXTENSION idem;
 CREATE ROLE metrics LOGIN;
@@ -161,7 +164,7 @@ prom_pid=$!
 
 # Prometheus's HTTP API through python3 (urllib, json): `api query EXPR`
 # prints one "labels value" line per series; `api alerts` one line per alert,
-# "name state".
+# "name datname state".
 api() {
   /usr/bin/python3 - "$prom_port" "$@" <<'PY'
 import json, sys, urllib.parse, urllib.request
@@ -177,7 +180,7 @@ try:
             print(labels, r["value"][1])
     else:
         for a in json.load(urllib.request.urlopen(base + "alerts", timeout=5))["data"]["alerts"]:
-            print(a["labels"]["alertname"], a["state"])
+            print(a["labels"]["alertname"], a["labels"].get("datname", "-"), a["state"])
 except OSError as e:  # not up yet
     print("unreachable:", e, file=sys.stderr)
     sys.exit(1)
@@ -208,7 +211,7 @@ else
 fi
 for series in 'idem_claims_total{datname="app",kind="new_claim"}' \
     'idem_worker_last_round_end_seconds{datname="app"}' 'idem_worker_naptime_seconds{datname="app"}' \
-    'idem_worker_state{datname="app",state="disabled"}' \
+    'idem_worker_state{datname="app",state="disabled"}' 'idem_worker_state{datname="bare",state="disabled"}' \
     'idem_keys_stuck{datname="app",scope="pay"}' 'idem_keys_expired_unpurged{datname="app",scope="pay"}' \
     'idem_outbox_dead{datname="app"}' 'idem_outbox_oldest_pending_age_seconds{datname="app"}' \
     'idem_settings_lock_timeout_max_seconds{datname="app"}'; do
@@ -270,18 +273,18 @@ expected=(IdemWorkerNoRound IdemKeysStuck IdemOldestClaimTooOld IdemExpiredBackl
   IdemOwnersOutliveLocks IdemRequestMismatches)
 all_firing() {
   local firing a
-  firing=$(api alerts 2>/dev/null | awk '$2 == "firing" {print $1}') || return 1
+  firing=$(api alerts 2>/dev/null | awk '$3 == "firing" && $2 == "app" {print $1}') || return 1
   for a in "${expected[@]}"; do grep -qx "$a" <<<"$firing" || return 1; done
 }
 eventually 120 all_firing
-firing=$(api alerts | awk '$2 == "firing" {print $1}' | sort -u)
+firing=$(api alerts | awk '$3 == "firing" && $2 == "app" {print $1}' | sort -u)
 echo "firing: $(echo $firing)"
 for a in "${expected[@]}"; do
   grep -qx "$a" <<<"$firing" && ok "$a fires" || not_ok "$a does not fire"
 done
 # A disabled worker is the operator's choice: only IdemWorkerNoRound says it.
-grep -qx IdemWorkerNotRunning <<<"$firing" && not_ok "IdemWorkerNotRunning fires for a disabled worker" ||
-  ok "IdemWorkerNotRunning stays quiet for a disabled worker"
+api alerts | grep -q '^IdemWorkerNotRunning ' && not_ok "IdemWorkerNotRunning fires for a disabled worker" ||
+  ok "IdemWorkerNotRunning stays quiet for disabled workers"
 
 # The worker on: it sweeps the stuck key, purges the backlog and ends its
 # rounds, and those alerts clear ('held' and 'zombie' keep their locks or
@@ -290,16 +293,20 @@ sql -c "ALTER SYSTEM SET idem.worker_enabled = on" -c "SELECT pg_reload_conf()" 
 cleared=(IdemWorkerNoRound IdemKeysStuck IdemExpiredBacklogGrowing)
 none_of_cleared_fire() {
   local firing a
-  firing=$(api alerts 2>/dev/null | awk '{print $1}') || return 1
-  for a in "${cleared[@]}"; do grep -qx "$a" <<<"$firing" && return 1; done
-  return 0
+  firing=$(api alerts 2>/dev/null) || return 1
+  for a in "${cleared[@]}"; do grep -q "^$a app " <<<"$firing" && return 1; done
+  grep -qx 'IdemWorkerNotRunning bare firing' <<<"$firing"
 }
 eventually 120 none_of_cleared_fire
-left=$(api alerts | awk '{print $1}' | sort -u)
+alerts=$(api alerts)
+left=$(awk '$2 == "app" {print $1}' <<<"$alerts" | sort -u)
 for a in "${cleared[@]}"; do
   grep -qx "$a" <<<"$left" && not_ok "$a still active after the worker's rounds" || ok "$a clears once the worker runs"
 done
 grep -qx IdemOutboxDeadEvents <<<"$left" && ok "IdemOutboxDeadEvents stays (dead events stay)" ||
   not_ok "IdemOutboxDeadEvents cleared"
+grep -qx 'IdemWorkerNotRunning bare firing' <<<"$alerts" &&
+  ok "IdemWorkerNotRunning fires for bare (waiting for extension)" ||
+  not_ok "IdemWorkerNotRunning does not fire for bare: $(api query 'idem_worker_state{datname="bare"}')"
 
 finish
