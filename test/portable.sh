@@ -18,17 +18,24 @@
 #                       needs no pg_tle)
 #   portable-maint-owner  test/portable/run_maintenance_owner.sh: run_maintenance
 #                       where the extension's owner is not a superuser
-#   portable-isolation  pg_isolation_regress on test/specs against the same
-#                       server
-#   portable-proofs     test/portable/proofs.sh: the twin storm and the crash
-#                       run (test/t/101, 103) with IDEM_ENGINE=portable
-#   portable-pgtap      the same script's pgTAP files, through the SQL file
-#                       and through pg_tle
-# Regress and isolation share one server with pg_tle preloaded; each
-# installs idem in a database of its own. test/portable/skip names the tests
-# the portable engine does not run, each with its reason.
-# IDEM_ONLY: "portable" for all of them, or a suite's name
-# ("portable-regress" takes both modes).
+#   portable-isolation  pg_isolation_regress on test/specs through pg_tle
+#   portable-isolation-file  the same through the SQL-file install
+#   portable-proofs     test/portable/proofs.sh: the twin storm, the zombie
+#                       run and the crash run (test/t/101, 102, 103) with
+#                       IDEM_ENGINE=portable, through pg_tle
+#   portable-proofs-file  the same through the SQL-file install
+#   portable-pgtap      the same script's pgTAP files, through pg_tle
+#   portable-pgtap-file   the same through the SQL-file install
+# Isolation, the proofs and pgTAP install idem as a role that is not
+# superuser, the database's owner (granted pgtle_admin for pg_tle), and run
+# as it; the regress files run as the superuser, as on the C++ engine (their
+# expected output is the C++ engine's). Regress, isolation and pgTAP share
+# one server with pg_tle preloaded; each installs idem in a database of its
+# own. The proofs make clusters of their own. test/portable/skip names the
+# tests the portable engine does not run, each with its reason.
+# IDEM_ONLY: "portable" for all of them, or a suite's name (a name without
+# "-file" takes both installs: "portable-regress" runs portable-regress and
+# portable-regress-file).
 
 portable_wanted() { wanted portable || wanted "$1"; }
 
@@ -108,17 +115,90 @@ CONF
     { cat "$dir/server.log"; return 1; }
 }
 
-# The isolation specs' database, made here (pg_regress would make it from
-# template0, without pg_tle): idem registered by a role granted pgtle_admin,
-# not a superuser, as on a managed service.
-portable_isolation_database() {  # dir db
-  local psql=("$PORTABLE_BIN/psql" -XAtq -v ON_ERROR_STOP=1 -h "$1/socket" -p "$PORT")
-  as_user "${psql[@]}" -U postgres -d postgres -c "CREATE DATABASE $2" &&
-    as_user "${psql[@]}" -U postgres -d "$2" -c '
-      CREATE EXTENSION pg_tle;
-      CREATE ROLE tle_admin LOGIN NOSUPERUSER;
-      GRANT pgtle_admin TO tle_admin;' &&
-    as_user "${psql[@]}" -U tle_admin -d "$2" -f dist/idem-pgtle.sql >/dev/null
+# The isolation specs through one install, in a database of their own
+# (pg_isolation_regress would make it from template0, as a superuser) owned
+# by a role that is not superuser, which installs idem and runs every spec,
+# as on a managed service: "pgtle" (the role granted pgtle_admin runs
+# dist/idem-pgtle.sql and CREATE EXTENSION idem; the specs' CREATE EXTENSION
+# IF NOT EXISTS then finds it) or "file" (the role runs
+# dist/idem-portable.sql). Prints the input directory pg_isolation_regress
+# reads.
+portable_isolation_database() {  # dir mode db owner outdir
+  local dir=$1 mode=$2 db=$3 owner=$4 outdir=$5
+  local psql=("$PORTABLE_BIN/psql" -XAtq -v ON_ERROR_STOP=1 -h "$dir/socket" -p "$PORT")
+  as_user "${psql[@]}" -U postgres -d postgres -c "CREATE ROLE $owner LOGIN NOSUPERUSER" \
+    -c "CREATE DATABASE $db OWNER $owner" >&2 || return 1
+  if [ "$mode" = pgtle ]; then
+    as_user "${psql[@]}" -U postgres -d "$db" -c 'CREATE EXTENSION pg_tle' -c "GRANT pgtle_admin TO $owner" >&2 &&
+      as_user "${psql[@]}" -U "$owner" -d "$db" -f dist/idem-pgtle.sql -c 'CREATE EXTENSION idem' >&2 || return 1
+    echo test
+    return
+  fi
+  as_user "${psql[@]}" -U "$owner" -d "$db" -f dist/idem-portable.sql >&2 || return 1
+  portable_isolation_file_input "$outdir/input" &&
+    as_user "${psql[@]}" -U "$owner" -d "$db" -f "$outdir/input/reinstall.sql" >&2 || return 1
+  echo "$outdir/input"
+}
+
+# The file install's edit of the specs and their expected outputs alike:
+# idem is there already, so the specs' CREATE EXTENSION IF NOT EXISTS idem
+# goes; a reinstall (reinstall_in_other_session: DROP EXTENSION idem; CREATE
+# EXTENSION idem) is what it is without an extension, DROP SCHEMA idem
+# CASCADE and the file again: public.idem_drop_and_reinstall(), which
+# reinstall.sql creates, runs them (the file's statements without its BEGIN
+# and COMMIT, the step's own transaction taking their place; without the
+# NOTICE that lists what the drop cascades to). A reviewed
+# difference of the file install's output would be a patch,
+# test/portable/isolation-file/<spec>.diff (none is needed today).
+portable_isolation_file_input() {  # dir
+  local dir=$1 spec name
+  mkdir -p "$dir/specs" "$dir/expected"
+  local reinstall='s/DROP EXTENSION idem; CREATE EXTENSION idem;/CALL public.idem_drop_and_reinstall();/'
+  for spec in test/specs/*.spec; do
+    name=$(basename "$spec" .spec)
+    grep -vxE '[[:space:]]*CREATE EXTENSION IF NOT EXISTS idem;' "$spec" | sed "$reinstall" >"$dir/specs/$name.spec"
+    sed "$reinstall" "test/expected/$name.out" >"$dir/expected/$name.out"
+    if [ -f "test/portable/isolation-file/$name.diff" ]; then
+      patch -s "$dir/expected/$name.out" "test/portable/isolation-file/$name.diff" ||
+        { echo "test/portable/isolation-file/$name.diff does not apply" >&2; return 1; }
+    fi
+  done
+  {
+    echo 'CREATE PROCEDURE public.idem_drop_and_reinstall() LANGUAGE plpgsql SET client_min_messages = warning'
+    echo 'AS $reinstall$ BEGIN DROP SCHEMA idem CASCADE; EXECUTE $script$'
+    sed -e '0,/^BEGIN;$/{/^BEGIN;$/d}' -e '${/^COMMIT;$/d}' dist/idem-portable.sql
+    echo '$script$; END $reinstall$;'
+  } >"$dir/reinstall.sql"
+  [ "$(id -u)" -eq 0 ] && chown -R postgres "$dir"
+  return 0
+}
+
+# pg_isolation_regress on test/specs through one install (above), as the
+# database's owner; test/portable/skip names the specs not run.
+portable_isolation() {  # server mode
+  local server=$1 mode=$2 suite=portable-isolation db=idem_portable_isolation owner=iso_tle_owner how='through pg_tle'
+  [ "$mode" = file ] && suite=portable-isolation-file db=idem_portable_isolation_file owner=iso_file_owner how='through the SQL file'
+  if [ "$mode" = pgtle ] && [ "$pg_tle_built" = 0 ]; then
+    echo "  $suite: skipped (it installs idem through pg_tle)"
+    return
+  fi
+  begin "$suite (pg_isolation_regress on test/specs $how, as the database's owner, not superuser)"
+  local log=$WORKDIR/$suite.log outdir=$WORKDIR/$suite skip spec name inputdir st=0
+  local specs=() skipped=()
+  mkdir -p "$outdir"
+  [ "$(id -u)" -eq 0 ] && chown postgres "$outdir"
+  skip=$(portable_skipped_specs)
+  for spec in test/specs/*.spec; do
+    name=$(basename "$spec" .spec)
+    if grep -qxF "$name" <<<"$skip"; then skipped+=("$name"); else specs+=("$name"); fi
+  done
+  [ ${#skipped[@]} -eq 0 ] || echo "  not run (test/portable/skip): ${skipped[*]}"
+  inputdir=$(portable_isolation_database "$server" "$mode" "$db" "$owner" "$outdir" 2>"$log") || st=$?
+  [ $st -eq 0 ] && bounded_as_user 900 "$("$PORTABLE_BIN/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" \
+    --use-existing --host="$server/socket" --port="$PORT" --user="$owner" \
+    --bindir="$PORTABLE_BIN" --inputdir="$inputdir" --outputdir="$outdir" \
+    --dbname="$db" "${specs[@]}" >>"$log" 2>&1 || st=$?
+  portable_tally_regress "$suite" "$log" $st "$outdir"
 }
 
 portable_stop_server() {  # dir
@@ -126,8 +206,16 @@ portable_stop_server() {  # dir
   return 0
 }
 
-if portable_wanted portable-install || portable_wanted portable-regress || portable_wanted portable-regress-file ||
-  portable_wanted portable-maint-owner || portable_wanted portable-isolation; then
+portable_any_wanted() {
+  local suite
+  for suite in portable-install portable-regress portable-regress-file portable-maint-owner portable-isolation \
+    portable-isolation-file portable-proofs portable-proofs-file portable-pgtap portable-pgtap-file; do
+    portable_wanted $suite && return 0
+  done
+  return 1
+}
+
+if portable_any_wanted; then
   begin "portable engine: make portable; a copy of the installation without idem${PG_TLE_SRC:+, with pg_tle}"
   log=$WORKDIR/portable-setup.log
   IDEM_CPP_BIN=$PGBIN
@@ -201,8 +289,10 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
     tally_tap portable-install "$log" "$st"
   fi
 
+  server=
   if [ $portable_ok = 1 ] && { portable_wanted portable-regress || portable_wanted portable-regress-file ||
-    portable_wanted portable-maint-owner || portable_wanted portable-isolation; }; then
+    portable_wanted portable-maint-owner || portable_wanted portable-isolation ||
+    portable_wanted portable-isolation-file || portable_wanted portable-pgtap || portable_wanted portable-pgtap-file; }; then
     server=$WORKDIR/portable-server
     rm -rf "$server"
     begin "portable engine: a server of the installation without idem$([ $pg_tle_built = 1 ] && echo ', pg_tle preloaded') (port $PORT)"
@@ -243,52 +333,49 @@ if portable_wanted portable-install || portable_wanted portable-regress || porta
           tally portable-maint-owner 0 1
         fi
       fi
-      if portable_wanted portable-isolation && [ $pg_tle_built = 0 ]; then
-        echo "  portable-isolation: skipped (its specs CREATE EXTENSION idem, through pg_tle)"
-      elif portable_wanted portable-isolation; then
-        begin "portable-isolation (pg_isolation_regress on test/specs against the pg_tle install)"
-        log=$WORKDIR/portable-isolation.log
-        outdir=$WORKDIR/portable-isolation
-        mkdir -p "$outdir"
-        [ "$(id -u)" -eq 0 ] && chown postgres "$outdir"
-        skip=$(portable_skipped_specs)
-        specs=() skipped=()
-        for spec in test/specs/*.spec; do
-          name=$(basename "$spec" .spec)
-          if grep -qxF "$name" <<<"$skip"; then skipped+=("$name"); else specs+=("$name"); fi
-        done
-        [ ${#skipped[@]} -eq 0 ] || echo "  not run (test/portable/skip): ${skipped[*]}"
-        st=0
-        portable_isolation_database "$server" idem_portable_isolation >"$log" 2>&1 || st=$?
-        bounded_as_user 900 "$("$PORTABLE_BIN/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" \
-          --use-existing --host="$server/socket" --port="$PORT" --user=postgres \
-          --bindir="$PORTABLE_BIN" --inputdir=test --outputdir="$outdir" \
-          --dbname=idem_portable_isolation "${specs[@]}" >>"$log" 2>&1 || st=$?
-        portable_tally_regress portable-isolation "$log" $st "$outdir"
-      fi
+      # The isolation specs, through each install.
+      portable_wanted portable-isolation && portable_isolation "$server" pgtle
+      { portable_wanted portable-isolation || portable_wanted portable-isolation-file; } &&
+        portable_isolation "$server" file
     fi
-    portable_stop_server "$server"
   fi
 
-  # The proofs (twin storm, crash run) and pgTAP on the portable engine,
-  # each in clusters of their own (test/portable/proofs.sh).
-  if [ $portable_ok = 1 ] && { portable_wanted portable-proofs || portable_wanted portable-pgtap; }; then
-    begin "portable-proofs and portable-pgtap (test/portable/proofs.sh: twin storm, crash run, pgTAP)"
-    log=$WORKDIR/portable-proofs.log
+  # The proofs (twin storm, zombie run, crash run; clusters of their own)
+  # and pgTAP (on the server above, when it runs) through each install:
+  # test/portable/proofs.sh, a part at a time, so each has its time.
+  if [ $portable_ok = 1 ]; then
     mkdir -p "$WORKDIR/portable-proofs"
     [ "$(id -u)" -eq 0 ] && chown postgres "$WORKDIR/portable-proofs"
-    st=0
-    bounded_as_user 900 env IDEM_PORTABLE_BIN="$PORTABLE_BIN" IDEM_TREE="$TREE" \
-      bash test/portable/proofs.sh --work "$WORKDIR/portable-proofs" --port "$PORT" >"$log" 2>&1 || st=$?
-    for suite in portable-proofs portable-pgtap; do
-      line=$(grep -E "^$suite: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+    for part in proofs-file proofs-pgtle pgtap-file pgtap-pgtle; do
+      case $part in
+        *-file) suite=portable-${part%-file}-file how='through the SQL file' ;;
+        *) suite=portable-${part%-pgtle} how='through pg_tle' ;;
+      esac
+      portable_wanted "$suite" || { [[ $part == *-file ]] && portable_wanted "portable-${part%-file}"; } || continue
+      if [[ $part == *-pgtle ]] && [ $pg_tle_built = 0 ]; then
+        echo "  $suite: skipped (it installs idem through pg_tle)"
+        continue
+      fi
+      if [[ $part == pgtap-* ]] && [ ! -f "$server/data/postmaster.pid" ]; then
+        echo "  $suite: not run (no portable server)"
+        tally "$suite" 0 1
+        continue
+      fi
+      begin "$suite (test/portable/proofs.sh --only $part: $([[ $part == proofs-* ]] &&
+        echo 'twin storm, zombie run, crash run' || echo pgTAP) $how)"
+      log=$WORKDIR/$suite.log
+      st=0
+      bounded_as_user 600 env IDEM_PORTABLE_BIN="$PORTABLE_BIN" IDEM_TREE="$TREE" \
+        bash test/portable/proofs.sh --work "$WORKDIR/portable-proofs" --port "$PORT" \
+        ${server:+--server "$server/socket"} --only $part >"$log" 2>&1 || st=$?
+      grep -vE "^$suite: " "$log" | sed 's/^/  /'
+      line=$(grep -E "^$suite: ([0-9]+ passed, [0-9]+ failed|skipped)" "$log" | tail -n 1)
+      if [[ $line == "$suite: skipped"* ]]; then echo "  $line"; continue; fi
       p=$(awk '{print $2}' <<<"$line") f=$(awk '{print $4}' <<<"$line")
       if [ -z "$line" ]; then p=0 f=1; fi
-      if [ "$f" -gt 0 ] || { [ $st -ne 0 ] && [ "$suite" = portable-pgtap ]; }; then
-        [ "$f" -gt 0 ] || f=1
-        echo "  $suite failed; tail of $log:"; tail -n 30 "$log" | sed 's/^/    /'
-      fi
+      [ $st -eq 0 ] || [ "$f" -gt 0 ] || f=1
       tally "$suite" "$p" "$f"
     done
   fi
+  [ -n "$server" ] && portable_stop_server "$server"
 fi

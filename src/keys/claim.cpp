@@ -70,6 +70,12 @@ bool true_and_not_null(const SeenRow &row, int col) {
   return !row.nulls[col - 1] && DatumGetBool(column(row, col));
 }
 
+// P4002's detail after the scope and key: what is stored, so that an adapter
+// can tell "still running with another body" from "finished with another body".
+const char *mismatch_detail(Status status) {
+  return psprintf("the stored request's status is %s", status_name(status));
+}
+
 // Reported at the caller, which read the status.
 [[noreturn]] void raise_unclassifiable_status(const char *status,
                                               SourceLocation where = SourceLocation::here()) {
@@ -404,7 +410,7 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
           ereport(ERROR,
                   (errcode_of(sqlstate::request_mismatch),
                    errmsg("idempotency key was already used for a different request"),
-                   errdetail_key(name),
+                   errdetail_key(name, mismatch_detail(row.observed.status)),
                    errhint("Use a new idempotency key for a new request; a retry must send "
                            "exactly the same request.")));
         case Action::insert:  // not for an observed row; look again

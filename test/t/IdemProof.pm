@@ -201,11 +201,14 @@ SELECT count(*) FROM (SELECT n < lag(n) OVER (PARTITION BY aggregate ORDER BY se
 # A cluster of its own (fsync as asked: the crash run tests durability) with
 # the database "proof", idem and the effects table. IDEM_ENGINE=portable
 # runs the same proof on the portable engine: the server is the installation
-# IDEM_PORTABLE_BIN names (its bindir; else the one on PATH), nothing is
-# preloaded, and the engine is dist/idem-portable.sql (of IDEM_TREE, else
-# this tree), run by "proof"'s owner, a role that is not superuser, the way
-# a managed service's customer installs it. The clients connect as the
-# bootstrap superuser on both engines, as they always did.
+# IDEM_PORTABLE_BIN names (its bindir; else the one on PATH), and "proof"'s
+# owner, a role that is not superuser, installs the engine the way a managed
+# service's customer does (files of IDEM_TREE, else this tree):
+# IDEM_PORTABLE_VIA=file (the default) runs dist/idem-portable.sql on a
+# server that preloads nothing; IDEM_PORTABLE_VIA=pgtle preloads pg_tle and
+# the owner, granted pgtle_admin, runs dist/idem-pgtle.sql and CREATE
+# EXTENSION idem. The clients connect as the bootstrap superuser on both
+# engines, as they always did.
 sub start_node {
 	my ($name, %opt) = @_;
 	my $portable = portable_engine();
@@ -214,7 +217,8 @@ sub start_node {
 	my $node = PostgreSQL::Test::Cluster->new($name, $opt{port} ? (port => $opt{port}) : (), @install);
 	$node->init($opt{allows_streaming} ? (allows_streaming => 1) : ());
 	my $fsync = $opt{fsync} ? 'on' : 'off';
-	my $preload = $portable ? '' : "shared_preload_libraries = 'idem'\n";
+	my $preload = !$portable ? "shared_preload_libraries = 'idem'\n"
+	  : portable_via() eq 'pgtle' ? "shared_preload_libraries = 'pg_tle'\n" : '';
 	$node->append_conf('postgresql.conf', <<"CONF");
 ${preload}max_connections = 60
 log_statement = none
@@ -239,24 +243,42 @@ sub portable_engine {
 	die "IDEM_ENGINE=$engine: expected portable or c++\n";
 }
 
+# IDEM_PORTABLE_VIA: "file" (unset) or "pgtle", the install start_node uses.
+sub portable_via {
+	my $via = $ENV{IDEM_PORTABLE_VIA} // 'file';
+	die "IDEM_PORTABLE_VIA=$via: expected file or pgtle\n" unless $via =~ /^(file|pgtle)$/;
+	return $via;
+}
+
 # "proof" owned by idem_owner (LOGIN, no other attribute), the engine
-# installed by it from the SQL file, then the effects table as before.
+# installed by it (through the SQL file, or through pg_tle as pgtle_admin's
+# member: a superuser creates pg_tle itself, once), then the effects table
+# as before. The note names the install, so counts read by it.
 sub install_portable {
 	my ($node) = @_;
 	my $tree = $ENV{IDEM_TREE} // Cwd::abs_path(File::Basename::dirname(__FILE__) . '/../..');
-	my $file = "$tree/dist/idem-portable.sql";
+	my $pgtle = portable_via() eq 'pgtle';
+	my $file = "$tree/dist/idem-" . ($pgtle ? 'pgtle' : 'portable') . '.sql';
 	die "$file is missing: run make portable\n" unless -f $file;
 	$node->safe_psql('postgres', 'CREATE ROLE idem_owner LOGIN');
 	$node->safe_psql('postgres', 'CREATE DATABASE proof OWNER idem_owner');
+	$node->safe_psql('proof', 'CREATE EXTENSION pg_tle; GRANT pgtle_admin TO idem_owner') if $pgtle;
 	my ($out, $err) = ('', '');
 	IPC::Run::run([ $node->installed_command('psql'), '-XAtq', '-v', 'ON_ERROR_STOP=1',
-			'-d', $node->connstr('proof') . ' user=idem_owner', '-f', $file ],
+			'-d', $node->connstr('proof') . ' user=idem_owner', '-f', $file,
+			$pgtle ? ('-c', 'CREATE EXTENSION idem') : () ],
 		'<', '/dev/null', '>', \$out, '2>', \$err)
 	  or die "installing $file as idem_owner failed:\n$err";
 	(my $schema = proof_schema_sql()) =~ s/^CREATE EXTENSION idem;\n//m;
 	$node->safe_psql('proof', $schema);
-	Test::More::note('engine: portable (' . $node->safe_psql('proof', 'SELECT version FROM idem.installed_version')
-		  . ", $file run by idem_owner, not superuser; " . $node->safe_psql('proof', 'SHOW server_version') . ')');
+	my $how = $pgtle
+	  ? 'through pg_tle (CREATE EXTENSION idem '
+	  . $node->safe_psql('proof', "SELECT extversion FROM pg_extension WHERE extname = 'idem'")
+	  . " after $file, by idem_owner, granted pgtle_admin"
+	  : 'through the SQL file (' . $node->safe_psql('proof', 'SELECT version FROM idem.installed_version')
+	  . ", $file run by idem_owner";
+	Test::More::note("engine: portable $how, not superuser; "
+		  . $node->safe_psql('proof', 'SHOW server_version') . ')');
 	return;
 }
 
