@@ -11,6 +11,7 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   libdbd-pg-perl
   nodejs python3-psycopg default-jdk-headless libpostgresql-jdbc-java  # examples/clients
   patroni python3-etcd etcd-server pgbouncer postgresql-$PG_MAJOR-plproxy  # test/cluster
+  prometheus prometheus-sql-exporter  # test/extra.d/monitoring.sh
   flex bison libkrb5-dev postgresql-$PG_MAJOR-cron patch)  # test/portable.sh: pg_tle's build, pg_cron, the regress runner
 
 say() { printf '==> %s\n' "$*"; }

@@ -7,7 +7,8 @@
 # server. The suites are the ones Postgres users know: `make installcheck`
 # (regress + isolation on a temp instance that preloads idem), pgTAP,
 # `make prove_installcheck` (test/t), and test/extra.d (except fuzz.sh, pure
-# C++, which run-tests runs once, and clients.sh and node_package.sh, run on
+# C++, which run-tests runs once, and clients.sh, node_package.sh and
+# monitoring.sh, run on
 # the host only).
 #
 #   test/suites.sh --work DIR --pg-config PATH --port N [--private-install] [--assert] [--pg-tle DIR]
@@ -217,6 +218,9 @@ for extra in test/extra.d/*.sh; do
   # clients; the server's side of every workload is covered per major by
   # the suites above.
   [[ $name == bench_smoke || $name == bench_portable_smoke ]] && [ "$PRIVATE" -eq 0 ] && continue
+  # Prometheus and the exporter are the host's packages, and what they read
+  # (the views) is the same on every major: once, on the host.
+  [ "$name" = monitoring ] && [ "$PRIVATE" -eq 0 ] && continue
   wanted_extra "$name" && extras+=("$name")
 done
 if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
