@@ -245,3 +245,47 @@ def test_crash_between_charge_and_outcome_is_taken_over(app_dsn, admin, unique):
     assert answer.status_code == 201 and answer.json()["taken_as"] == "processing_stale"
     assert replay.status_code == 201 and replay.content == answer.content
     assert effects(admin, unique, "k1") == 1
+
+
+def test_connections_from_a_pool(app_dsn, admin, unique):
+    """pool=: anything with an async connection() context manager, as
+    psycopg_pool's AsyncConnectionPool has."""
+    import contextlib
+
+    import psycopg
+
+    class Pool:
+        def __init__(self):
+            self.lent = 0
+
+        @contextlib.asynccontextmanager
+        async def connection(self):
+            self.lent += 1
+            async with await psycopg.AsyncConnection.connect(app_dsn) as conn:
+                yield conn
+
+    pool = Pool()
+
+    async def go():
+        async with client(make_app(None, pool=pool, scope=unique)) as c:
+            return [await post(c, "k1", {"amount": 2}) for _ in range(2)]
+    first, again = run(go())
+    assert first.status_code == 201 and again.content == first.content
+    assert again.headers["idempotent-replayed"] == "true" and pool.lent == 2
+    assert effects(admin, unique, "k1") == 1
+
+
+def test_a_handler_answer_jsonb_refuses_is_a_500(app_dsn, admin, unique):
+    from fastapi.responses import Response
+
+    app = make_app(app_dsn, scope=unique)
+
+    @app.post("/broken")
+    async def broken():
+        return Response(b"{not json", media_type="application/json")
+
+    async def go():
+        async with client(app) as c:
+            return await post(c, "k1", {}, path="/broken")
+    assert run(go()).status_code == 500
+    assert key_status(admin, unique, "k1") is None  # released

@@ -25,7 +25,9 @@ from . import sql
 from .jcs import FingerprintError, fingerprint, fingerprint_bytes
 from .store import AsyncIdem, AsyncRun
 
-_BAD_REQUEST = {"P4000", "P4001", "P4003", "P4004", "P4005", "22P02", "22P05", "22021", "54001"}
+# What a client's request caused; anything else (a bad option, a handler's
+# answer jsonb refuses) is the server's error: 500.
+_BAD_REQUEST = {"P4000", "P4001", "P4003", "P4005", "22P02", "22P05", "22021", "54001"}
 
 
 class IdemState:
@@ -188,10 +190,9 @@ class IdempotencyMiddleware:
             return await _send(send, captured.status, captured.body, captured.headers)
         except psycopg.Error as error:
             await idem.give_up(claim, error)
-            answer = _problem_of(error, self.header_name)
-            if answer is None:
+            if error.sqlstate != "P4012":  # the handler's own error: 500
                 raise
-            return await _send(send, *answer)
+            return await _send(send, *_problem_of(error, self.header_name))
         except BaseException as error:
             await idem.give_up(claim, error)
             raise

@@ -181,13 +181,17 @@ class _IdemBase:
         self.wait = wait
         self.on_error = on_error
 
-    def _give_up_statement(self, claim, error):
+    def _give_up_statements(self, claim, error):
+        """idem.release, or mark_failed (retryable); release first falls
+        back to mark_failed where idem has no release (before 1.2) or the
+        role may not call it."""
         params = {"scope": claim.scope, "key": claim.key, "fence": claim.fence}
+        fail = (sql.FAIL_RETRYABLE, {**params, "code": None, "body": None,
+                                     "failure_code": "exception",
+                                     "failure_message": f"{type(error).__name__}: {error}"[:1000]})
         if self.on_error == "release":
-            return sql.RELEASE, params
-        return sql.FAIL_RETRYABLE, {**params, "code": None, "body": None,
-                                    "failure_code": "exception",
-                                    "failure_message": f"{type(error).__name__}: {error}"[:1000]}
+            return [(sql.RELEASE, params), fail]
+        return [fail]
 
 
 _NO_OUTCOME = "the block ended without run.succeed() or run.fail(): the key is given up"
@@ -227,12 +231,15 @@ class Idem(_IdemBase):
         """Releases the key (or marks it failed, retryable); quietly does
         nothing when that fails (a newer claim owns it, the connection is
         gone): the lock then runs out and the next claim takes it over."""
-        statement, params = self._give_up_statement(claim, error)
-        try:
-            with self.connection.transaction():
-                self.connection.execute(statement, params)
-        except psycopg.Error:
-            pass
+        for statement, params in self._give_up_statements(claim, error):
+            try:
+                with self.connection.transaction():
+                    self.connection.execute(statement, params)
+                return
+            except (psycopg.errors.UndefinedFunction, psycopg.errors.InsufficientPrivilege):
+                continue
+            except psycopg.Error:
+                return
 
 
 class AsyncIdem(_IdemBase):
@@ -266,9 +273,12 @@ class AsyncIdem(_IdemBase):
             raise
 
     async def give_up(self, claim, error=None):
-        statement, params = self._give_up_statement(claim, error)
-        try:
-            async with self.connection.transaction():
-                await self.connection.execute(statement, params)
-        except psycopg.Error:
-            pass
+        for statement, params in self._give_up_statements(claim, error):
+            try:
+                async with self.connection.transaction():
+                    await self.connection.execute(statement, params)
+                return
+            except (psycopg.errors.UndefinedFunction, psycopg.errors.InsufficientPrivilege):
+                continue
+            except psycopg.Error:
+                return
