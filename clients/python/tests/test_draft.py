@@ -289,3 +289,23 @@ def test_a_handler_answer_jsonb_refuses_is_a_500(app_dsn, admin, unique):
             return await post(c, "k1", {}, path="/broken")
     assert run(go()).status_code == 500
     assert key_status(admin, unique, "k1") is None  # released
+
+
+def test_a_key_recorded_without_http_replays(app_dsn, admin, unique):
+    """A key the context manager finished (its request given as Python
+    values: the same fingerprint as the JSON body), with a final failure
+    that has no HTTP status: replayed as a 500."""
+    import psycopg
+
+    from idem_client import Idem
+
+    with psycopg.connect(app_dsn, autocommit=True) as conn:
+        with Idem(conn).claim(unique, "k1", {"amount": 1, "note": "é"}) as job:
+            job.fail(failure_code="declined")
+
+    async def go():
+        async with client(make_app(app_dsn, scope=unique)) as c:
+            return await post(c, "k1", {"note": "é", "amount": 1.0})
+    answer = run(go())
+    assert answer.status_code == 500 and answer.content == b""
+    assert answer.headers["idempotent-replayed"] == "true"

@@ -157,7 +157,10 @@ class IdempotencyMiddleware:
                     raise
                 return await _send(send, *answer)
             if claim.replayed:
-                return await _send(send, claim.response_code, _body_bytes(claim.response_text),
+                # A final failure recorded without an HTTP status (by code
+                # that is not this middleware) replays as a 500.
+                return await _send(send, claim.response_code or 500,
+                                   _body_bytes(claim.response_text),
                                    _json_headers(claim.response_text) +
                                    [(b"idempotent-replayed", b"true")])
             if claim.kind == "processing_active":
