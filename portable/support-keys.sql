@@ -471,7 +471,8 @@ BEGIN
                 action := 'regenerate';
             ELSIF r.request_hash <> portable_claim_once.request_hash THEN
                 RAISE EXCEPTION 'idempotency key was already used for a different request'
-                    USING ERRCODE = 'P4002', DETAIL = idem.portable_key_detail(scope, key),
+                    USING ERRCODE = 'P4002',
+                          DETAIL = idem.portable_key_detail(scope, key, 'the stored request''s status is ' || r.status::text),
                           HINT = 'Use a new idempotency key for a new request; a retry must send exactly the same request.';
             ELSIF r.status = 'succeeded' THEN
                 action := 'replay_success';
