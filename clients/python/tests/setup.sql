@@ -1,7 +1,8 @@
 -- The tests' database, run by its owner after idem is installed (CREATE
 -- EXTENSION, or dist/idem-portable.sql) and role idem_py_app exists: the
--- application role gets the README's request path, idem.claim_or_wait and
--- idem.release, and the tables the test handlers write their effects to.
+-- application role gets the README's request path (with idem.release and
+-- idem.peek) and idem.claim_or_wait, and the tables the test handlers write
+-- their effects to.
 GRANT USAGE ON SCHEMA idem TO idem_py_app;
 GRANT EXECUTE ON FUNCTION
     idem.claim_idempotency_key(text, text, text, text, interval, interval),
@@ -12,7 +13,8 @@ GRANT EXECUTE ON FUNCTION
     idem.mark_succeeded_returning(text, text, bigint, integer, jsonb, text, text),
     idem.mark_failed_returning(text, text, bigint, boolean, text, text, integer, jsonb),
     idem.retry_after(text, idem.claim),
-    idem.release(text, text, bigint)
+    idem.release(text, text, bigint),
+    idem.peek(text, text)
   TO idem_py_app;
 
 CREATE SCHEMA shop;

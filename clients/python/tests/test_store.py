@@ -86,3 +86,16 @@ def test_async_claim_and_failure(app_dsn, admin, unique):
     assert replayed and (code, text) == first == (402, '{"error": "declined"}')
     assert key_status(admin, unique, "k1") == "failed_final"
     assert effects(admin, unique, "k1") == 1
+
+
+def test_peek_reads_by_key_alone(app_dsn, admin, unique):
+    with psycopg.connect(app_dsn, autocommit=True) as conn:
+        idem = Idem(conn)
+        assert idem.peek(unique, "k1") is None
+        with idem.claim(unique, "k1", {"amount": 1}) as run:
+            with psycopg.connect(app_dsn, autocommit=True) as other:
+                assert Idem(other).peek(unique, "k1").kind == "processing_active"
+            run.succeed(201, {"ok": 1})
+        seen = idem.peek(unique, "k1")
+    assert seen.replayed and seen.fence is None
+    assert (seen.response_code, seen.response_body) == (201, {"ok": 1})

@@ -41,3 +41,11 @@ SELECT idem.mark_failed(%(scope)s, %(key)s, %(fence)s, true,
 RELEASE = "SELECT idem.release(%(scope)s, %(key)s, %(fence)s)"
 
 SET_RECOVERY_POINT = "SELECT idem.set_recovery_point(%(scope)s, %(key)s, %(fence)s, %(point)s)"
+
+# A read by key alone (1.2): what a claim with the stored hash would answer,
+# without writing or taking the key; every column NULL for no live key.
+PEEK = """
+SELECT p.kind::text, p.fence, p.recovery_point, p.response_code,
+       p.response_body::text, NULL::integer
+  FROM idem.peek(%(scope)s, %(key)s) p
+"""

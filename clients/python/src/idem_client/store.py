@@ -209,6 +209,12 @@ class Idem(_IdemBase):
             row = self.connection.execute(statement, params).fetchone()
         return _claim_of(scope, key, row)
 
+    def peek(self, scope, key):
+        """What a claim with the stored request would answer (idem.peek,
+        1.2), without writing; None when the key has no live row."""
+        row = self.connection.execute(sql.PEEK, {"scope": scope, "key": key}).fetchone()
+        return None if row[0] is None else _claim_of(scope, key, row)
+
     @contextmanager
     def claim(self, scope, key, request=None, *, request_hash=None):
         claim = self.claim_only(scope, key, request, request_hash=request_hash)
@@ -253,6 +259,11 @@ class AsyncIdem(_IdemBase):
             cursor = await self.connection.execute(statement, params)
             row = await cursor.fetchone()
         return _claim_of(scope, key, row)
+
+    async def peek(self, scope, key):
+        cursor = await self.connection.execute(sql.PEEK, {"scope": scope, "key": key})
+        row = await cursor.fetchone()
+        return None if row[0] is None else _claim_of(scope, key, row)
 
     @asynccontextmanager
     async def claim(self, scope, key, request=None, *, request_hash=None):
