@@ -85,10 +85,18 @@ finish_server() {
 # Each request's work takes 50 ms, so duplicates overlap and meet 409s.
 export WORK_MS=50
 
-# Python: Debian's python3-psycopg.
-if start_server python "$work/python.log" env DATABASE_URL="$app_url" PORT=0 \
-    /usr/bin/python3 "$examples/python/server.py"; then
-  drive python "$server_port"
+# Python: the package clients/python, installed into a virtual environment
+# that sees Debian's python3-psycopg, -fastapi and -uvicorn.
+cp -r "$examples/../../clients/python" "$work/python-package"
+if /usr/bin/python3 -m venv --system-site-packages --without-pip "$work/venv" >"$work/pip.log" 2>&1 &&
+   "$work/venv/bin/python" -m pip install --no-build-isolation --no-deps --no-index --no-cache-dir \
+     "$work/python-package" >>"$work/pip.log" 2>&1; then
+  if start_server python "$work/python.log" env DATABASE_URL="$app_url" PORT=0 \
+      "$work/venv/bin/python" "$examples/python/server.py"; then
+    drive python "$server_port"
+  fi
+else
+  note_failure "python: pip install ./clients/python failed"; tail -n 20 "$work/pip.log"
 fi
 finish_server
 
