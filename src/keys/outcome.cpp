@@ -231,9 +231,9 @@ void explain_refusal(SpiSession *session, const KeyName &name, int64 fence, Datu
   }
   ereport(ERROR, (errcode_of(not_owned_sqlstate),
                   errmsg("%s: idempotency key is not owned by this fence", operation),
-                  errdetail_key(name, psprintf("status %s, fence %lld, your fence %lld",
-                                                     status, static_cast<long long>(current_fence),
-                                                     static_cast<long long>(fence))),
+                  errdetail_key(name, psprintf("status %s, fence %lld, your fence %lld", status,
+                                               static_cast<long long>(current_fence),
+                                               static_cast<long long>(fence))),
                   errhint("Only the owner of a processing key (or of one swept as abandoned) "
                           "may write it; claim the key first.")));
 }
