@@ -334,8 +334,10 @@ void run_round() {
   }
   if (round_totals.messages != 0)
     ereport(LOG, (errmsg("idem worker for database \"%s\": purged " UINT64_FORMAT
-                         " consumed messages and published outbox events",
-                         my_database, round_totals.messages)));
+                         " consumed messages and published outbox events (%d batches, %d "
+                         "pauses in the round)",
+                         my_database, round_totals.messages, round_totals.batches,
+                         round_totals.pauses)));
   // The one place a worker round is counted (its rows were, batch by batch,
   // in count_batch: it does not go through the SQL wrappers
   // sweep_stale()/purge_expired(), which count their own).
