@@ -3699,6 +3699,114 @@ END
 $$;
 -- ==== end messages ====
 
+-- ==== adapters: the calls an adapter needs (DESIGN.md "Version 1.2") ====
+-- An adapter (Powertools' persistence layer, an HTTP middleware) forgets a
+-- key whose handler failed, so a corrected request may run under it, and
+-- reads a key by its name alone. Both are on the request path: granted by
+-- hand with claim_idempotency_key (README, "Privileges"), never to PUBLIC.
+
+-- The owner gives its key up: the row is deleted, the next claim is
+-- new_claim with any request hash and a fence above every fence before
+-- (idem.fence_seq). P4012 stale fence, P4015 missing or not owned, P4004
+-- NULL fence (src/keys/release.cpp).
+CREATE FUNCTION idem.release(scope text, key text, fence bigint)
+RETURNS void
+-- release (src/keys/release.cpp): the owner gives its key up. The arguments
+-- in the C++ engine's order, then one fenced DELETE under the rule of the
+-- owner's writes (processing, or abandoned by the sweeper and not claimed
+-- since); P4015 or P4012 when it matches nothing. The next claim inserts a
+-- new row, its fence from idem.fence_seq: above every fence before. Waiters
+-- in claim_or_wait poll here, so there is no one to wake.
+AS $function$
+DECLARE
+    now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    -- The checks' functions run only for a bad argument (they raise its error).
+    IF scope IS NULL OR key IS NULL OR fence IS NULL
+       OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
+       OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255
+       OR fence <= 0 THEN
+        PERFORM idem.portable_require_scope_and_key(scope, key);
+        PERFORM idem.portable_require_fence(fence, scope, key);
+    END IF;
+    DELETE FROM idem.idempotency_request AS r
+     WHERE r.scope = release.scope AND r.key = release.key
+       AND r.fence = release.fence
+       AND (r.status = 'processing'
+            OR (r.status = 'failed_retryable' AND r.failure_code = 'abandoned' AND r.expires_at > now));
+    IF NOT FOUND THEN
+        PERFORM idem.portable_explain_refusal(scope, key, fence, 'P4015', 'release');
+    END IF;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+-- What a claim with the stored request hash would answer, written nowhere
+-- and without a fence; NULL for a key a claim would start afresh
+-- (src/keys/peek.cpp). VOLATILE: it reads the row as it is now, as a claim does.
+CREATE FUNCTION idem.peek(scope text, key text)
+RETURNS idem.claim
+-- peek (src/keys/peek.cpp): what a claim with the stored request hash would
+-- answer now (idem.portable_claim_once's classification), from one read:
+-- no write, no row lock, no transaction id, no fence. NULL for a key a claim
+-- would start afresh (missing, or finished and past expires_at). A
+-- takeover at the scope's max_attempts reads as the final_failure the claim
+-- would record.
+AS $function$
+DECLARE
+    now timestamptz := pg_catalog.clock_timestamp();
+    r idem.idempotency_request;
+    kind idem.claim_kind;
+    max_attempts integer;
+BEGIN
+    IF scope IS NULL OR key IS NULL
+       OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
+       OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255 THEN
+        PERFORM idem.portable_require_scope_and_key(scope, key);
+    END IF;
+    SELECT * INTO r FROM idem.idempotency_request t
+     WHERE t.scope = peek.scope AND t.key = peek.key;
+    IF NOT FOUND OR (r.status <> 'processing' AND r.expires_at <= now) THEN
+        RETURN NULL;
+    END IF;
+    IF r.status = 'succeeded' THEN
+        kind := 'replay_success';
+    ELSIF r.status = 'failed_final' THEN
+        kind := 'final_failure';
+    ELSIF r.status = 'failed_retryable' THEN
+        kind := 'retryable_failure';
+    ELSIF r.locked_until <= now
+          OR (r.bound_session IS NOT NULL AND NOT idem.portable_session_alive(r.bound_session)) THEN
+        kind := 'processing_stale';
+    ELSE
+        kind := 'processing_active';
+    END IF;
+    IF kind IN ('retryable_failure', 'processing_stale') THEN
+        SELECT sp.max_attempts INTO max_attempts FROM idem.scope_policy sp
+         WHERE sp.scope = peek.scope;
+        IF max_attempts > 0 AND r.attempt_count >= max_attempts THEN
+            kind := 'final_failure';
+            r.failure_code := 'too_many_attempts';
+            r.failure_message := 'the key reached its scope''s max_attempts';
+            r.locked_until := NULL;
+        END IF;
+    END IF;
+    -- form_claim: a twin still at work reports its lock, not the failure it
+    -- is retrying.
+    RETURN ROW(kind, NULL::bigint, r.attempt_count, r.recovery_point, r.response_code,
+               r.response_body, r.result_ref_type, r.result_ref_id,
+               CASE WHEN kind <> 'processing_active' THEN r.failure_code END,
+               CASE WHEN kind <> 'processing_active' THEN r.failure_message END,
+               r.locked_until, r.expires_at)::idem.claim;
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION idem.release(text, text, bigint), idem.peek(text, text) FROM PUBLIC;
+-- ==== end adapters ====
+
 -- ==== portable engine: support-1.2.sql ====
 -- ==== portable support for 1.2: idem.run_maintenance (portable/functions/idem_run_maintenance.sql) ====
 -- The C++ engine's worker statements (src/policy/policy_statements.cpp) and

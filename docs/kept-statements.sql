@@ -604,3 +604,14 @@ RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
 
 -- stored_answer
 SELECT idem.stored_answer($1, $2);
+
+-- release_key
+DELETE FROM idem.idempotency_request AS r
+WHERE r.scope OPERATOR(pg_catalog.=) $1
+  AND r.key OPERATOR(pg_catalog.=) $2
+  AND r.fence OPERATOR(pg_catalog.=) $3
+  AND (r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+       OR (r.status OPERATOR(pg_catalog.=) 'failed_retryable'::idem.idempotency_status
+           AND r.failure_code OPERATOR(pg_catalog.=) 'abandoned'::pg_catalog.text
+           AND r.expires_at OPERATOR(pg_catalog.>) $4))
+RETURNING r.fence;

@@ -1,6 +1,6 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(120);
+SELECT plan(128);
 
 SELECT has_schema('idem');
 -- Two ways in: CREATE EXTENSION (the C++ engine, or the portable one through
@@ -120,6 +120,17 @@ SELECT function_returns('idem', 'run_maintenance', ARRAY[]::text[], 'jsonb');
 SELECT is_definer('idem', 'run_maintenance', ARRAY[]::text[]);
 SELECT ok(NOT has_function_privilege('public', 'idem.run_maintenance()', 'EXECUTE'),
           'run_maintenance is not granted to PUBLIC');
+-- 1.2: the calls adapters need, request-path definers.
+SELECT function_returns('idem', 'release', ARRAY['text', 'text', 'bigint'], 'void');
+SELECT is(pg_get_function_arguments('idem.release'::regproc),
+  'scope text, key text, fence bigint', 'release arguments');
+SELECT is_definer('idem', 'release', ARRAY['text', 'text', 'bigint']);
+SELECT function_privs_are('idem', 'release', ARRAY['text', 'text', 'bigint'], 'public', ARRAY[]::text[], 'PUBLIC cannot release');
+SELECT function_returns('idem', 'peek', ARRAY['text', 'text'], 'idem.claim');
+SELECT is(pg_get_function_arguments('idem.peek'::regproc),
+  'scope text, key text', 'peek arguments');
+SELECT is_definer('idem', 'peek', ARRAY['text', 'text']);
+SELECT function_privs_are('idem', 'peek', ARRAY['text', 'text'], 'public', ARRAY[]::text[], 'PUBLIC cannot peek');
 SELECT has_function('idem', 'request_hash', ARRAY['jsonb']);
 SELECT has_function('idem', 'request_hash', ARRAY['bytea']);
 SELECT volatility_is('idem', 'request_hash', ARRAY['jsonb'], 'immutable');

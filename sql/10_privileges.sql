@@ -5,7 +5,9 @@ GRANT EXECUTE ON FUNCTION
     idem.claim_idempotency_key(text, text, text, text, interval, interval),
     idem.mark_succeeded(text, text, bigint, integer, jsonb, text, text),
     idem.mark_failed(text, text, bigint, boolean, text, text, integer, jsonb),
-    idem.set_recovery_point(text, text, bigint, text)
+    idem.set_recovery_point(text, text, bigint, text),
+    idem.release(text, text, bigint),
+    idem.peek(text, text)
   TO idem_app;
 
 SET ROLE idem_app;
@@ -15,10 +17,17 @@ SELECT error_of($$UPDATE idem.idempotency_request SET status = 'succeeded'$$);
 SELECT error_of($$SELECT nextval('idem.fence_seq')$$);
 SELECT error_of($$SELECT idem.purge_expired()$$);
 SELECT idem.request_hash('{"a": 1}'::jsonb) IS NOT NULL AS can_hash;
+-- 1.2: an adapter reads its key by name and gives it up with its fence.
+SELECT kind, fence IS NULL AS no_fence FROM idem.peek('priv', 'k');
+SELECT fence AS app_fence FROM idem.claim_idempotency_key('priv', 'released', 'h') \gset
+SELECT idem.release('priv', 'released', :app_fence);
+SELECT idem.peek('priv', 'released') IS NULL AS released_reads_absent;
 RESET ROLE;
 
 SET ROLE idem_nobody;
 SELECT error_of($$SELECT idem.claim_idempotency_key('priv', 'k2', 'h')$$);
+SELECT error_of($$SELECT idem.peek('priv', 'k')$$);
+SELECT error_of($$SELECT idem.release('priv', 'k', 1)$$);
 SELECT idem.request_hash('\x00'::bytea) IS NOT NULL AS anyone_can_hash;
 RESET ROLE;
 

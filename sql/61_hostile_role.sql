@@ -321,6 +321,19 @@ SET ROLE idem_hostile61;
 SET search_path = hostile61, pg_catalog;
 SELECT kind, attempt_count FROM idem.claim_idempotency_key('h61', 'k1', 'h');
 
+-- ==== 1.2: the calls adapters need ====
+-- peek reads each kind of key; release gives a key up for its owner only.
+SELECT kind, fence IS NULL AS no_fence, response_code FROM idem.peek('h61', 'k2');
+SELECT kind, failure_code FROM idem.peek('h61', 'k4');
+SELECT kind, fence IS NULL AS no_fence FROM idem.peek('h61', 'k1');
+SELECT idem.peek('h61', 'nothing') IS NULL AS absent;
+SELECT fence AS f10 FROM idem.claim_idempotency_key('h61', 'k10', 'h') \gset
+SELECT idem.release('h61', 'k10', :f10);
+SELECT kind FROM idem.claim_idempotency_key('h61', 'k10', 'another body');
+SELECT public.h61_try(pg_catalog.format($$SELECT idem.release('h61', 'k10', %s)$$, :f10)) AS stale_fence;
+SELECT public.h61_try(pg_catalog.format($$SELECT idem.release('h61', 'k2', %s)$$, :f2)) AS not_owned;
+SELECT public.h61_try($$SELECT idem.release('h61', 'k10', NULL)$$) AS null_fence;
+
 -- ==== the operator's tools ====
 SELECT status FROM idem.lookup('h61', 'k2');
 SELECT status FROM idem.force_expire('h61', 'k2');

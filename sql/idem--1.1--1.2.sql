@@ -100,3 +100,31 @@ BEGIN
 END
 $$;
 -- ==== end messages ====
+
+-- ==== adapters: the calls an adapter needs (DESIGN.md "Version 1.2") ====
+-- An adapter (Powertools' persistence layer, an HTTP middleware) forgets a
+-- key whose handler failed, so a corrected request may run under it, and
+-- reads a key by its name alone. Both are on the request path: granted by
+-- hand with claim_idempotency_key (README, "Privileges"), never to PUBLIC.
+
+-- The owner gives its key up: the row is deleted, the next claim is
+-- new_claim with any request hash and a fence above every fence before
+-- (idem.fence_seq). P4012 stale fence, P4015 missing or not owned, P4004
+-- NULL fence (src/keys/release.cpp).
+CREATE FUNCTION idem.release(scope text, key text, fence bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_release'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+-- What a claim with the stored request hash would answer, written nowhere
+-- and without a fence; NULL for a key a claim would start afresh
+-- (src/keys/peek.cpp). VOLATILE: it reads the row as it is now, as a claim does.
+CREATE FUNCTION idem.peek(scope text, key text)
+RETURNS idem.claim
+AS 'MODULE_PATHNAME', 'idem_peek'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION idem.release(text, text, bigint), idem.peek(text, text) FROM PUBLIC;
+-- ==== end adapters ====

@@ -26,9 +26,10 @@
 #   portable-proofs-file  the same through the SQL-file install
 #   portable-pgtap      the same script's pgTAP files, through pg_tle
 #   portable-pgtap-file   the same through the SQL-file install
-# Isolation, the proofs and pgTAP install idem as a role that is not
-# superuser, the database's owner (granted pgtle_admin for pg_tle), and run
-# as it; the regress files run as the superuser, as on the C++ engine (their
+# Every suite installs idem as a role that is not superuser: isolation, the
+# proofs and pgTAP as the database's owner (granted pgtle_admin for pg_tle),
+# and run as it; the regress files as regress_idem_installer (regress.sh),
+# their other statements as the superuser, as on the C++ engine (their
 # expected output is the C++ engine's). Regress, isolation and pgTAP share
 # one server with pg_tle preloaded; each installs idem in a database of its
 # own. The proofs make clusters of their own. test/portable/skip names the

@@ -7,7 +7,8 @@
 # server. The suites are the ones Postgres users know: `make installcheck`
 # (regress + isolation on a temp instance that preloads idem), pgTAP,
 # `make prove_installcheck` (test/t), and test/extra.d (except fuzz.sh, pure
-# C++, which run-tests runs once, and clients.sh, run on the host only).
+# C++, which run-tests runs once, and clients.sh, node_package.sh,
+# python_package.sh and monitoring.sh, run on the host only).
 #
 #   test/suites.sh --work DIR --pg-config PATH --port N [--private-install] [--assert] [--pg-tle DIR]
 #
@@ -208,11 +209,20 @@ for extra in test/extra.d/*.sh; do
   # stacks are the host's packages); the server side they call is the same
   # SQL on every major, so they run once, on the host's PostgreSQL.
   [ "$name" = clients ] && [ "$PRIVATE" -eq 0 ] && continue
+  # The Node package (clients/node) likewise: its suites test the
+  # application's side of the same SQL, once, on the host's PostgreSQL.
+  [ "$name" = node_package ] && [ "$PRIVATE" -eq 0 ] && continue
+  # The Python package's suite likewise (Debian's python3-* packages are
+  # the host's; its SQL is the request path every major's suites cover).
+  [ "$name" = python_package ] && [ "$PRIVATE" -eq 0 ] && continue
   # The benchmark's smoke test checks that bench/ runs (its scripts, peers
   # and report), not the server: once, on the host's PostgreSQL, like the
   # clients; the server's side of every workload is covered per major by
   # the suites above.
   [[ $name == bench_smoke || $name == bench_portable_smoke ]] && [ "$PRIVATE" -eq 0 ] && continue
+  # Prometheus and the exporter are the host's packages, and what they read
+  # (the views) is the same on every major: once, on the host.
+  [ "$name" = monitoring ] && [ "$PRIVATE" -eq 0 ] && continue
   wanted_extra "$name" && extras+=("$name")
 done
 if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then

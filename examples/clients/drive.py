@@ -132,7 +132,8 @@ def main():
         check(status == expected_status and sqlstate == expected_sqlstate,
               f"{what}: {expected_status} ({expected_sqlstate}), got {status} ({sqlstate})")
     _, _, data = post(args.url, None, body)
-    check("Idempotency-Key is required" in json.loads(data).get("error", ""),
+    answer = json.loads(data)  # {"error": ...} or problem details (RFC 9457) with "detail"
+    check("Idempotency-Key is required" in (answer.get("error") or answer.get("detail") or ""),
           "no Idempotency-Key: the error says the Idempotency-Key is required")
 
     print(f"{args.name}: {results['passed']} passed, {results['failed']} failed", flush=True)

@@ -11,7 +11,9 @@ GRANT EXECUTE ON FUNCTION
     idem.set_recovery_point(text, text, bigint, text),
     idem.mark_succeeded_returning(text, text, bigint, integer, jsonb, text, text),
     idem.mark_failed_returning(text, text, bigint, boolean, text, text, integer, jsonb),
-    idem.retry_after(text, idem.claim)
+    idem.retry_after(text, idem.claim),
+    idem.release(text, text, bigint),
+    idem.peek(text, text)
   TO clients_app;
 
 CREATE SCHEMA shop;

@@ -186,7 +186,11 @@ bool probe_claim_row(const ClaimRequest *request, MemoryContext into, SeenRow *r
   row->values[col_status - 1] = Datum(0);
   row->nulls[col_status - 1] = true;
   row->nulls[col_same_hash - 1] = nulls[probed_request_hash];
-  if (!nulls[probed_request_hash])
+  // No hash given (peek): a claim with the stored one.
+  if (request->nulls[claim_request_hash] == 'n') {
+    row->values[col_same_hash - 1] = BoolGetDatum(true);
+    row->nulls[col_same_hash - 1] = false;
+  } else if (!nulls[probed_request_hash])
     row->values[col_same_hash - 1] = BoolGetDatum(same_text(
         DatumGetTextPP(values[probed_request_hash]), DatumGetTextPP(params[claim_request_hash])));
   set_at_or_before(row, col_lock_expired, values, nulls, col_locked_until - col_fence, now);
@@ -466,6 +470,41 @@ Datum answer_claim(const ClaimAnswer &answer) {
   stats::count_claim(answer.kind);
   if (answer.bound_session_ended) stats::count(stats::Counter::session_bound_takeovers);
   return HeapTupleGetDatum(answer.result);
+}
+
+bool peek_once(FunctionCallInfo fcinfo, text *scope, text *key, HeapTuple *result) {
+  ClaimRequest request;
+  for (int i = 0; i < claim_param_count; ++i) request.nulls[i] = 'n';
+  request.nulls[claim_scope] = request.nulls[claim_key] = request.nulls[claim_now] = ' ';
+  request.params[claim_scope] = PointerGetDatum(scope);
+  request.params[claim_key] = PointerGetDatum(key);
+  request.params[claim_now] = TimestampTzGetDatum(GetCurrentTimestamp());
+  request.key_table_has_binding = catalog_cache::key_table_has_binding();
+  SeenRow row;
+  if (!probe_claim_row(&request, CurrentMemoryContext, &row)) return false;
+  if (bound_session_ended(row)) row.observed.lock_expired = true;
+  Action action = classify(row.observed);
+  if (action == Action::insert || action == Action::regenerate) return false;
+  ClaimKind kind = claim_kind_of(action);
+  if (action == Action::take_over_stale || action == Action::take_over_failed) {
+    const ScopePolicy *policy = scope_policy_for(scope);
+    ClaimPolicy limits = {};
+    limits.max_attempts = policy == nullptr ? 0 : policy->max_attempts;
+    if (attempts_exhausted(limits, DatumGetInt32(column(row, col_attempt_count)))) {
+      // The claim would end the key as claim_give_up writes it.
+      kind = ClaimKind::final_failure;
+      row.values[col_failure_code - 1] = CStringGetTextDatum("too_many_attempts");
+      row.nulls[col_failure_code - 1] = false;
+      row.values[col_failure_message - 1] =
+          CStringGetTextDatum("the key reached its scope's max_attempts");
+      row.nulls[col_failure_message - 1] = false;
+      row.nulls[col_locked_until - 1] = true;
+    }
+  }
+  // A peek takes no ownership: no fence, whatever a claim would take.
+  row.nulls[col_fence - 1] = true;
+  *result = form_claim(claim_result_desc(fcinfo), kind, row);
+  return true;
 }
 
 namespace {

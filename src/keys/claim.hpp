@@ -38,6 +38,13 @@ void prepare_claim(FunctionCallInfo fcinfo, int first_option_arg, ClaimRequest *
 // One attempt at the current time (counted in idem.stats by the caller).
 void claim_once(ClaimRequest *request, ClaimAnswer *answer);
 
+// idem.peek (src/keys/peek.cpp): what a claim with the stored request hash
+// would answer now, read by one probe with nothing written and no ownership
+// taken, so no fence. False when that claim would start afresh (no row, or a
+// finished row past expires_at). A claim that would end the key at its
+// scope's max_attempts reads as the final_failure it would record.
+bool peek_once(FunctionCallInfo fcinfo, text *scope, text *key, HeapTuple *result);
+
 // The caller's final answer: counted in idem.stats, returned as idem.claim.
 Datum answer_claim(const ClaimAnswer &answer);
 

@@ -246,4 +246,21 @@ extern const char stored_answer[] = R"sql(
 SELECT idem.stored_answer($1, $2)
 )sql";
 
+// The owner gives its key up ($1 scope, $2 key, $3 fence, $4 now): the row
+// goes, so the next claim is a new one with any request hash, and its fence,
+// from idem.fence_seq, is above every fence before. Whoever may complete the
+// key may release it: its owner while processing, and after the sweeper
+// declared it abandoned, until a new claim or its expiry.
+extern const char release_key[] = R"sql(
+DELETE FROM idem.idempotency_request AS r
+WHERE r.scope OPERATOR(pg_catalog.=) $1
+  AND r.key OPERATOR(pg_catalog.=) $2
+  AND r.fence OPERATOR(pg_catalog.=) $3
+  AND (r.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+       OR (r.status OPERATOR(pg_catalog.=) 'failed_retryable'::idem.idempotency_status
+           AND r.failure_code OPERATOR(pg_catalog.=) 'abandoned'::pg_catalog.text
+           AND r.expires_at OPERATOR(pg_catalog.>) $4))
+RETURNING r.fence
+)sql";
+
 }  // namespace idem::statement_sql

@@ -164,7 +164,7 @@ Datum run_batch(FunctionCallInfo fcinfo, Statement statement) {
   return Int64GetDatum(static_cast<int64>(rows));
 }
 
-// The worker's batches are counted once per round (stats::count_worker_round).
+// The worker counts its own batches (count_batch in src/worker/worker.cpp).
 Datum purge_expired(FunctionCallInfo fcinfo) {
   Datum rows = run_batch(fcinfo, Statement::purge_expired);
   stats::count(stats::Counter::rows_purged, static_cast<uint64>(DatumGetInt64(rows)));

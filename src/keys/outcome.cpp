@@ -9,6 +9,7 @@
 // (statement_memo.hpp): as SQL, each column would call the function again, and
 // every call after the first would find the key finished (P4010, P4011).
 #include "keys/arguments.hpp"
+#include "keys/owner_refusal.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
 #include "waits/request_durations.hpp"
@@ -51,46 +52,6 @@ void pass_argument(FunctionCallInfo fcinfo, int argno, OwnerWrite *write, int sl
   write->nulls[slot] = PG_ARGISNULL(argno) ? 'n' : ' ';
 }
 
-// The write matched no row: look at the key once more (in the same session)
-// to tell the caller why.
-[[noreturn]] void explain_refusal(SpiSession *session, const OwnerWrite &write,
-                                  const char *not_owned_sqlstate, const char *operation) {
-  uint64 rows = spi_run(session, Statement::key_fence_and_status, const_cast<Datum *>(write.params),
-                        write.nulls);
-  bool isnull = true;
-  int64 current_fence = 0;
-  const char *status = nullptr;
-  if (rows != 0) {
-    current_fence = spi_int64(session, 0, key_fence_column, &isnull);
-    status = spi_copy_text(session, 0, key_status_column);  // survives spi_finish
-  }
-  spi_finish(session);
-  if (rows == 0)
-    ereport(ERROR, (errcode_of(not_owned_sqlstate),
-                    errmsg("%s: idempotency key does not exist", operation),
-                    errdetail_key(write.name),
-                    errhint("Claim the key with idem.claim_idempotency_key first; it may have "
-                            "expired and been purged.")));
-  if (current_fence > write.fence) {
-    stats::count(stats::Counter::stale_fences);
-    ereport(ERROR, (errcode_of(sqlstate::stale_fence),
-                    errmsg("%s: stale fence, a newer claim owns the idempotency key", operation),
-                    errdetail_key(write.name,
-                                  psprintf("your fence %lld, current fence %lld",
-                                           static_cast<long long>(write.fence),
-                                           static_cast<long long>(current_fence))),
-                    errhint("Your lock expired and another request took the key over; stop "
-                            "working on it and do not record an outcome.")));
-  }
-  ereport(ERROR, (errcode_of(not_owned_sqlstate),
-                  errmsg("%s: idempotency key is not owned by this fence", operation),
-                  errdetail_key(write.name, psprintf("status %s, fence %lld, your fence %lld",
-                                                     status, static_cast<long long>(current_fence),
-                                                     static_cast<long long>(write.fence))),
-                  errhint("Only the owner of a processing key (or of one swept as abandoned) "
-                          "may write it; claim the key first.")));
-}
-
 // mark_succeeded and mark_failed return the claimed_at of the row they completed.
 void record_duration(const SpiSession *session, const OwnerWrite &write) {
   bool isnull;
@@ -108,7 +69,8 @@ Datum run_owner_write(Statement statement, OwnerWrite *write, const char *not_ow
   SpiSession session;
   spi_connect(&session);
   if (spi_run(&session, statement, write->params, write->nulls) == 0)
-    explain_refusal(&session, *write, not_owned_sqlstate, operation);
+    explain_refusal(&session, write->name, write->fence, write->params, write->nulls,
+                    not_owned_sqlstate, operation);
   // An outcome ends the request: how long it took feeds idem.retry_after.
   if (statement != Statement::set_recovery_point) record_duration(&session, *write);
   spi_finish(&session);
@@ -201,7 +163,8 @@ Datum extend_lock(FunctionCallInfo fcinfo) {
   SpiSession session;
   spi_connect(&session);
   if (spi_run(&session, Statement::extend_lock, write.params, write.nulls) == 0)
-    explain_refusal(&session, write, sqlstate::lock_not_owned, "extend_lock");
+    explain_refusal(&session, write.name, write.fence, write.params, write.nulls,
+                    sqlstate::lock_not_owned, "extend_lock");
   bool isnull = true;
   Datum locked_until = spi_copy_datum(&session, 0, 1, &isnull);
   spi_finish(&session);
@@ -237,6 +200,43 @@ Datum mark_failed_returning(FunctionCallInfo fcinfo) {
 }
 
 }  // namespace
+
+void explain_refusal(SpiSession *session, const KeyName &name, int64 fence, Datum *params,
+                     const char *nulls, const char *not_owned_sqlstate, const char *operation) {
+  uint64 rows = spi_run(session, Statement::key_fence_and_status, params, nulls);
+  bool isnull = true;
+  int64 current_fence = 0;
+  const char *status = nullptr;
+  if (rows != 0) {
+    current_fence = spi_int64(session, 0, key_fence_column, &isnull);
+    status = spi_copy_text(session, 0, key_status_column);  // survives spi_finish
+  }
+  spi_finish(session);
+  if (rows == 0)
+    ereport(ERROR, (errcode_of(not_owned_sqlstate),
+                    errmsg("%s: idempotency key does not exist", operation),
+                    errdetail_key(name),
+                    errhint("Claim the key with idem.claim_idempotency_key first; it may have "
+                            "expired and been purged.")));
+  if (current_fence > fence) {
+    stats::count(stats::Counter::stale_fences);
+    ereport(ERROR, (errcode_of(sqlstate::stale_fence),
+                    errmsg("%s: stale fence, a newer claim owns the idempotency key", operation),
+                    errdetail_key(name,
+                                  psprintf("your fence %lld, current fence %lld",
+                                           static_cast<long long>(fence),
+                                           static_cast<long long>(current_fence))),
+                    errhint("Your lock expired and another request took the key over; stop "
+                            "working on it and do not record an outcome.")));
+  }
+  ereport(ERROR, (errcode_of(not_owned_sqlstate),
+                  errmsg("%s: idempotency key is not owned by this fence", operation),
+                  errdetail_key(name, psprintf("status %s, fence %lld, your fence %lld", status,
+                                               static_cast<long long>(current_fence),
+                                               static_cast<long long>(fence))),
+                  errhint("Only the owner of a processing key (or of one swept as abandoned) "
+                          "may write it; claim the key first.")));
+}
 
 }  // namespace idem
 

@@ -112,10 +112,8 @@ void count_slow(Counter counter, uint64 amount) {
   pg_atomic_fetch_add_u64(&this_database->counters[static_cast<int>(counter)], amount);
 }
 
-void count_worker_round(uint64 rows_swept, uint64 rows_purged, TimestampTz round_end) {
+void count_worker_round(TimestampTz round_end) {
   count(Counter::worker_rounds);
-  if (rows_swept != 0) count(Counter::rows_swept, rows_swept);
-  if (rows_purged != 0) count(Counter::rows_purged, rows_purged);
   if (this_database != nullptr)
     pg_atomic_write_u64(&this_database->last_worker_round, static_cast<uint64>(round_end));
 }

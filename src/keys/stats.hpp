@@ -92,10 +92,9 @@ inline void count(Counter counter, uint64 amount = 1) {
 inline void count_claim(ClaimKind kind) { count(static_cast<Counter>(static_cast<int>(kind))); }
 
 // For the background worker, once per round, in the database it is connected
-// to: the round, the rows its batches swept and purged (which it does not
-// count through sweep_stale()/purge_expired(), so this is their only count),
-// and when it ended.
-void count_worker_round(uint64 rows_swept, uint64 rows_purged, TimestampTz round_end);
+// to: the round and when it ended. (The rows its batches sweep and purge it
+// counts with count() after each batch, as the batch commits.)
+void count_worker_round(TimestampTz round_end);
 
 // The table in shared memory: its size, and attaching it (initialising it
 // unless found), called by shared_memory.cpp's startup hook.

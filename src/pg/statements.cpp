@@ -74,6 +74,8 @@ constexpr StatementSpec specs[] = {
     {Statement::outbox_lease, SPI_OK_UPDATE_RETURNING, 4,
      {TIMESTAMPTZOID, INTERVALOID, TEXTARRAYOID, INT4OID}},
     {Statement::stored_answer, SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}},
+    {Statement::release_key, SPI_OK_DELETE_RETURNING, 4,
+     {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}},
 };
 #undef CLAIM_PARAMS
 

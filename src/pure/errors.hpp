@@ -24,6 +24,7 @@ inline constexpr char fail_not_owned[] = "P4011";
 inline constexpr char stale_fence[] = "P4012";
 inline constexpr char checkpoint_not_owned[] = "P4013";
 inline constexpr char lock_not_owned[] = "P4014";       // extend_lock
+inline constexpr char release_not_owned[] = "P4015";    // release
 inline constexpr char internal[] = "P4099";
 // Standard Postgres codes, for conditions that are not idem's own.
 inline constexpr char invalid_json[] = "22P02";          // invalid_text_representation

@@ -42,6 +42,7 @@ extern const char outbox_published[];
 extern const char outbox_event_state[];
 extern const char outbox_lease[];
 extern const char stored_answer[];
+extern const char release_key[];
 }  // namespace statement_sql
 
 const StatementText statement_texts[statement_count] = {
@@ -80,6 +81,7 @@ const StatementText statement_texts[statement_count] = {
     {Statement::outbox_event_state, "outbox_event_state", statement_sql::outbox_event_state},
     {Statement::outbox_lease, "outbox_lease", statement_sql::outbox_lease},
     {Statement::stored_answer, "stored_answer", statement_sql::stored_answer},
+    {Statement::release_key, "release_key", statement_sql::release_key},
 };
 
 }  // namespace idem

@@ -54,9 +54,10 @@ enum class Statement {
   outbox_lease,            // due events for one relay, leased under new fences
   // clients (src/keys/outcome.cpp)
   stored_answer,           // a completed key as idem.claim, as its replays carry it
+  release_key,             // the owner forgets its key (src/keys/release.cpp)
 };
 
-constexpr int statement_count = static_cast<int>(Statement::stored_answer) + 1;
+constexpr int statement_count = static_cast<int>(Statement::release_key) + 1;
 
 struct StatementText {
   Statement statement;  // its index in statement_texts

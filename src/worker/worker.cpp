@@ -15,6 +15,7 @@
 #include "keys/maintenance.hpp"
 #include "messages/message_maintenance.hpp"
 #include "keys/stats.hpp"
+#include "pure/batch_pace.hpp"
 #include "worker/worker_settings.hpp"
 #include "worker/worker_status.hpp"
 
@@ -26,6 +27,7 @@ extern "C" {
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
 #include "utils/snapmgr.h"
@@ -46,6 +48,7 @@ struct RoundTotals {
   uint64 swept;
   uint64 purged;
   int batches;
+  int pauses;       // pauses after a full batch (batch_pace.hpp): none flat out
   uint64 messages;  // inbox: consumed messages and published events purged
 };
 RoundTotals round_totals;
@@ -198,16 +201,21 @@ int64 run_batch_transaction(Statement statement, int32 limit, const char *activi
   return rows;
 }
 
-// Between two full batches the worker pauses for idem.batch_delay: a backlog
-// (a first start on a full table, a shortened retention) is worked off at a
-// pace that leaves the CPU and the WAL to the requests instead of in one
-// burst. The pause lasts its full length even when the latch is set for
-// something else (a catch-up interrupt, say); a reload applies the new
-// delay counted from the same start, SIGTERM and disabling end it at once.
-void pause_between_batches() {
+// After a full batch the worker pauses, for a length that follows the
+// backlog (batch_pace.hpp): idem.batch_delay after the first full batch in a
+// row, shrinking with each further one, none once the batches keep coming
+// back full. A small backlog is worked off in slices that leave the CPU and
+// the WAL to the requests; a large one, which the paced worker would lose
+// against, flat out. The pause lasts its full length even when the latch is
+// set for something else (a catch-up interrupt, say); a reload applies the
+// new delay counted from the same start, SIGTERM and disabling end it at once.
+void pause_after_full_batch(int full_in_a_row) {
+  if (batch_pace::pause_after_full_batch_ms(worker_settings.batch_delay_ms, full_in_a_row) > 0)
+    round_totals.pauses += 1;
   TimestampTz start = GetCurrentTimestamp();
   for (;;) {
-    TimestampTz end = TimestampTzPlusMilliseconds(start, worker_settings.batch_delay_ms);
+    TimestampTz end = TimestampTzPlusMilliseconds(
+        start, batch_pace::pause_after_full_batch_ms(worker_settings.batch_delay_ms, full_in_a_row));
     TimestampTz now = GetCurrentTimestamp();
     if (now >= end || !worker_settings.enabled) return;
     (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -218,18 +226,38 @@ void pause_between_batches() {
   }
 }
 
+// What a batch did, made visible as soon as it committed: its rows go into
+// idem.stats and the round's totals so far into idem.worker_status, so that
+// a long round (a large backlog, or a worker losing against the rate keys
+// expire at) shows its progress batch by batch, not only when it ends.
+void count_batch(Statement statement, uint64 rows) {
+  round_totals.batches += 1;
+  if (statement == Statement::sweep_stale) {
+    round_totals.swept += rows;
+    if (rows != 0) stats::count(stats::Counter::rows_swept, rows);
+  } else if (statement == Statement::purge_expired) {
+    round_totals.purged += rows;
+    if (rows != 0) stats::count(stats::Counter::rows_purged, rows);
+  } else {
+    round_totals.messages += rows;
+  }
+  record_round_progress(my_index, round_totals.swept, round_totals.purged);
+}
+
 // Batch after batch while batches come back full, yielding to SIGTERM (and
-// to a reload that disables the worker) between two batches. Returns false
-// when the round must stop: the extension vanished or the worker was disabled.
-bool drain(Statement statement, uint64 *total, const char *activity) {
-  for (;;) {
+// to a reload that disables the worker) between two batches. Flat out there
+// is no latch wait between batches, so postmaster death is looked for here
+// too. Returns false when the round must stop: the extension vanished or
+// the worker was disabled.
+bool drain(Statement statement, const char *activity) {
+  for (int full_in_a_row = 1;; full_in_a_row += full_in_a_row < INT_MAX ? 1 : 0) {
     int32 limit = worker_settings.batch_size;
     int64 rows = run_batch_transaction(statement, limit, activity);
     if (rows < 0) return false;
-    *total += static_cast<uint64>(rows);
-    round_totals.batches += 1;
+    count_batch(statement, static_cast<uint64>(rows));
     if (rows < limit) return true;
-    pause_between_batches();
+    pause_after_full_batch(full_in_a_row);
+    if (!PostmasterIsAlive()) proc_exit(1);
     CHECK_FOR_INTERRUPTS();
     reload_settings_if_requested();
     if (!worker_settings.enabled) return false;
@@ -248,7 +276,7 @@ void run_policy_step() {
                          my_database, totals.exhausted, totals.runs, totals.successes,
                          totals.failures)));
   if (totals.full_batch) {
-    pause_between_batches();
+    pause_after_full_batch(1);
     CHECK_FOR_INTERRUPTS();
     reload_settings_if_requested();
   }
@@ -262,7 +290,7 @@ void round_error_context(void *) {
 void run_round() {
   TimestampTz start = GetCurrentTimestamp();
   record_round_start(my_index, start);
-  round_totals = RoundTotals{0, 0, 0, 0};
+  round_totals = RoundTotals{0, 0, 0, 0, 0};
   MemoryContext round_context = CurrentMemoryContext;
   ErrorContextCallback error_context;
   error_context.callback = round_error_context;
@@ -271,12 +299,12 @@ void run_round() {
   error_context_stack = &error_context;
   PG_TRY();
   {
-    if (drain(Statement::sweep_stale, &round_totals.swept, "idem: sweeping stale keys")) {
+    if (drain(Statement::sweep_stale, "idem: sweeping stale keys")) {
       run_policy_step();  // max_attempts and the completers (completer.hpp)
-      if (drain(Statement::purge_expired, &round_totals.purged, "idem: purging expired keys"))
+      if (drain(Statement::purge_expired, "idem: purging expired keys"))
         // inbox: consumed messages and published events (message_maintenance.hpp)
         for (Statement purge : message_purges)
-          if (!drain(purge, &round_totals.messages, "idem: purging consumed messages and events"))
+          if (!drain(purge, "idem: purging consumed messages and events"))
             break;
     }
   }
@@ -300,18 +328,20 @@ void run_round() {
     double elapsed_ms = static_cast<double>(end - start) / 1000.0;
     ereport(LOG, (errmsg("idem worker for database \"%s\": swept " UINT64_FORMAT
                          " stale keys, purged " UINT64_FORMAT " expired keys in %.1f ms "
-                         "(%d batches)",
+                         "(%d batches, %d pauses)",
                          my_database, round_totals.swept, round_totals.purged, elapsed_ms,
-                         round_totals.batches)));
+                         round_totals.batches, round_totals.pauses)));
   }
   if (round_totals.messages != 0)
     ereport(LOG, (errmsg("idem worker for database \"%s\": purged " UINT64_FORMAT
-                         " consumed messages and published outbox events",
-                         my_database, round_totals.messages)));
-  // The one place a worker round is counted. The worker's rows are counted
-  // here only: it does not go through the SQL wrappers
-  // sweep_stale()/purge_expired(), which count their own.
-  stats::count_worker_round(round_totals.swept, round_totals.purged, end);
+                         " consumed messages and published outbox events (%d batches, %d "
+                         "pauses in the round)",
+                         my_database, round_totals.messages, round_totals.batches,
+                         round_totals.pauses)));
+  // The one place a worker round is counted (its rows were, batch by batch,
+  // in count_batch: it does not go through the SQL wrappers
+  // sweep_stale()/purge_expired(), which count their own).
+  stats::count_worker_round(end);
   pgstat_report_stat(true);
 }
 

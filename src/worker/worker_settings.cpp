@@ -82,9 +82,10 @@ void define_worker_settings() {
       &worker_settings.batch_size, 10000, 1, 1000000, PGC_SIGHUP, 0, nullptr, nullptr,
       nullptr);
   DefineCustomIntVariable(
-      "idem.batch_delay", "Pause of the idem worker after each full batch.",
-      "Paces a large backlog so that the worker leaves the machine to the requests; 0 works "
-      "it off flat out.",
+      "idem.batch_delay", "Longest pause of the idem worker after a full batch.",
+      "The whole of it after the first full batch in a row, halved after each further one, "
+      "none from the fifth: a small backlog is paced, a large one worked off flat out. 0 never "
+      "pauses.",
       &worker_settings.batch_delay_ms, 2000, 0, 60000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
       nullptr);
   DefineCustomBoolVariable(

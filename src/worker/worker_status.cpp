@@ -122,6 +122,16 @@ void record_round_start(int index, TimestampTz start) {
   SpinLockAcquire(&entry.mutex);
   entry.report.state = WorkerState::working;
   entry.report.last_round_start = start;
+  entry.report.last_round_swept = 0;
+  entry.report.last_round_purged = 0;
+  SpinLockRelease(&entry.mutex);
+}
+
+void record_round_progress(int index, uint64 swept, uint64 purged) {
+  WorkerEntry &entry = entry_at(index);
+  SpinLockAcquire(&entry.mutex);
+  entry.report.last_round_swept = swept;
+  entry.report.last_round_purged = purged;
   SpinLockRelease(&entry.mutex);
 }
 
@@ -174,7 +184,9 @@ Datum worker_status(FunctionCallInfo fcinfo) {
     values[5] = Int64GetDatum(static_cast<int64>(report.last_round_swept));
     values[6] = Int64GetDatum(static_cast<int64>(report.last_round_purged));
     values[7] = Int64GetDatum(static_cast<int64>(report.total_rounds));
-    nulls[5] = nulls[6] = report.last_round_end == 0;
+    // NULL before the first round begins; from then on the round under
+    // way's totals so far, or the last completed round's.
+    nulls[5] = nulls[6] = report.last_round_start == 0;
     tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
   }
   return static_cast<Datum>(0);

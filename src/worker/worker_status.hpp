@@ -28,6 +28,9 @@ struct WorkerReport {
   WorkerState state;
   TimestampTz last_round_start;  // 0 until the first round
   TimestampTz last_round_end;
+  // While state is working, what the round under way (begun at
+  // last_round_start) did so far, batch by batch; otherwise what the last
+  // completed round did.
   uint64 last_round_swept;
   uint64 last_round_purged;
   uint64 total_rounds;
@@ -56,6 +59,8 @@ bool claim_worker_entry(int index, int pid);
 void release_worker_entry(int index);
 void set_worker_state(int index, WorkerState state);
 void record_round_start(int index, TimestampTz start);
+// After each batch of the round under way: its totals so far.
+void record_round_progress(int index, uint64 swept, uint64 purged);
 void record_round_end(int index, TimestampTz end, uint64 swept, uint64 purged);
 
 }  // namespace idem

@@ -14,7 +14,8 @@ cd "$(dirname "$0")/../.."
 examples=$(pwd)/examples/clients
 work=${IDEM_WORK:-/tmp}/clients-extra
 rm -rf "$work" && mkdir -p "$work"
-db_port=$((PGPORT - 30000))
+# (A run's ports below the ephemeral range already: 20 above its own.)
+if [ "$PGPORT" -ge 32768 ]; then db_port=$((PGPORT - 30000)); else db_port=$((PGPORT + 20)); fi
 passed=0
 failed=0
 server_pid=
@@ -84,18 +85,31 @@ finish_server() {
 # Each request's work takes 50 ms, so duplicates overlap and meet 409s.
 export WORK_MS=50
 
-# Python: Debian's python3-psycopg.
-if start_server python "$work/python.log" env DATABASE_URL="$app_url" PORT=0 \
-    /usr/bin/python3 "$examples/python/server.py"; then
-  drive python "$server_port"
+# Python: the package clients/python, installed into a virtual environment
+# that sees Debian's python3-psycopg, -fastapi and -uvicorn.
+cp -r "$examples/../../clients/python" "$work/python-package"
+if /usr/bin/python3 -m venv --system-site-packages --without-pip "$work/venv" >"$work/pip.log" 2>&1 &&
+   "$work/venv/bin/python" -m pip install --no-build-isolation --no-deps --no-index --no-cache-dir \
+     "$work/python-package" >>"$work/pip.log" 2>&1; then
+  if start_server python "$work/python.log" env DATABASE_URL="$app_url" PORT=0 \
+      "$work/venv/bin/python" "$examples/python/server.py"; then
+    drive python "$server_port"
+  fi
+else
+  note_failure "python: pip install ./clients/python failed"; tail -n 20 "$work/pip.log"
 fi
 finish_server
 
-# Node: Debian's nodejs; express and pg from the npm registry, as locked.
-cp -r "$examples/node" "$work/node"
-if (cd "$work/node" && npm ci --no-audit --no-fund --cache "$work/npm-cache" >"$work/npm.log" 2>&1); then
+# Node: Debian's nodejs; express and pg from the npm registry, as locked,
+# and the package clients/node from this tree (file:../../../clients/node):
+# both are copied with their places kept, without installed modules.
+mkdir -p "$work/tree/examples/clients" "$work/tree/clients"
+cp -r "$examples/node" "$work/tree/examples/clients/node"
+cp -r clients/node "$work/tree/clients/node"
+rm -rf "$work/tree/examples/clients/node/node_modules" "$work/tree/clients/node/node_modules"
+if (cd "$work/tree/examples/clients/node" && npm ci --no-audit --no-fund --cache "$work/npm-cache" >"$work/npm.log" 2>&1); then
   if start_server node "$work/node.log" env DATABASE_URL="$app_url" PORT=0 \
-      node "$work/node/server.js"; then
+      node "$work/tree/examples/clients/node/server.js"; then
     drive node "$server_port"
   fi
 else

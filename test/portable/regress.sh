@@ -8,18 +8,27 @@
 #   test/portable/regress.sh --mode pgtle|file --outdir DIR [test ...]
 #
 # Needs a running server (PGHOST, PGPORT) and a superuser in PGUSER; psql
-# on PATH. pgtle: the database gets pg_tle and dist/idem-pgtle.sql, so the
-# files' CREATE EXTENSION idem installs the portable engine. file: the
-# files' CREATE EXTENSION idem is replaced by dist/idem-portable.sql, run
-# without echo (in the expected output too).
+# on PATH. idem is installed as on a managed service, by a role that is not
+# superuser: regress_idem_installer (made once per server), granted CREATE
+# on the database and pg_read_all_stats (what docs/portable.md tells the
+# extension's owner to hold for bind_lock_to_session). The files'
+# CREATE EXTENSION idem line becomes SET ROLE regress_idem_installer, the
+# install, RESET ROLE, in the expected output too; every other statement
+# runs as the superuser, as pg_regress runs them on the C++ engine (they
+# make roles and grant). pgtle: the superuser makes pg_tle and grants the
+# installer pgtle_admin, the installer runs dist/idem-pgtle.sql, and the
+# files' CREATE EXTENSION idem (as the installer) installs the portable
+# engine. file: the install is dist/idem-portable.sql, run without echo
+# (in the expected output too).
 #
 # The one accepted difference: PL/pgSQL adds a CONTEXT line to an error
 # raised in a function body, C does not. psql is told not to print
 # context (SHOW_CONTEXT=never) and the expected files' CONTEXT lines are
 # dropped, so both sides compare without them. A test that cannot pass on
 # the portable engine is listed in test/portable/skip with its reason. A
-# reviewed difference is a patch to the C++ engine's expected output,
-# test/portable/expected/<test>.diff (both modes), then
+# reviewed difference is a patch to the C++ engine's expected output (its
+# install line edited as above), test/portable/expected/<test>.diff (both
+# modes), then
 # test/portable/expected/<mode>/<test>.diff: each hunk is a difference the
 # engines are allowed, and the rest of the file must still match.
 # test/portable/input/<test>.diff edits the input the same way, where a
@@ -69,9 +78,19 @@ skip_reason() {  # test
 export PGTZ=PST8PDT PGDATESTYLE='Postgres, MDY' PGAPPNAME=pg_regress
 export PGOPTIONS="${PGOPTIONS:-} -c intervalstyle=postgres_verbose"
 db=contrib_regression
+installer=regress_idem_installer
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
 psql -X -q -d postgres -v ON_ERROR_STOP=1 >"$OUTDIR/setup.log" 2>&1 <<SQL || { cat "$OUTDIR/setup.log"; exit 1; }
+SELECT 'CREATE ROLE $installer LOGIN NOSUPERUSER'
+ WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$installer') \gexec
+GRANT pg_read_all_stats TO $installer;
+-- The file install is run by a role without pgtle_admin (a pgtle run on
+-- this server before may have granted it).
+SELECT 'REVOKE pgtle_admin FROM $installer'
+ WHERE '$MODE' = 'file' AND pg_has_role('$installer', 'pgtle_admin', 'MEMBER') IS TRUE
+   AND EXISTS (SELECT FROM pg_roles WHERE rolname = 'pgtle_admin') \gexec
 CREATE DATABASE "$db" TEMPLATE=template0;
+GRANT CREATE ON DATABASE "$db" TO $installer;
 ALTER DATABASE "$db" SET lc_messages TO 'C';
 ALTER DATABASE "$db" SET lc_monetary TO 'C';
 ALTER DATABASE "$db" SET lc_numeric TO 'C';
@@ -80,8 +99,9 @@ ALTER DATABASE "$db" SET bytea_output TO 'hex';
 ALTER DATABASE "$db" SET timezone_abbreviations TO 'Default';
 SQL
 if [ "$MODE" = pgtle ]; then
-  psql -X -q -d "$db" -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION pg_tle' \
-    -f "$TREE/dist/idem-pgtle.sql" >>"$OUTDIR/setup.log" 2>&1 || { cat "$OUTDIR/setup.log"; exit 1; }
+  { psql -X -q -d "$db" -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION pg_tle' -c "GRANT pgtle_admin TO $installer" &&
+    psql -X -q -d "$db" -U "$installer" -v ON_ERROR_STOP=1 -f "$TREE/dist/idem-pgtle.sql"; } \
+    >>"$OUTDIR/setup.log" 2>&1 || { cat "$OUTDIR/setup.log"; exit 1; }
 fi
 
 # Drops CONTEXT lines and the lines that continue them (a context has one
@@ -93,12 +113,23 @@ drop_context() {
     { ctx = 0; print }'
 }
 
-# The file mode's edit of input and expected output alike.
-file_mode_input() {
-  sed -E "s#^CREATE EXTENSION (IF NOT EXISTS )?idem;\$#\\\\set ECHO none\\n\\\\i $TREE/dist/idem-portable.sql\\n\\\\set ECHO all#"
+# The install's edit of input and expected output alike: the installer
+# runs it. pgtle: its CREATE EXTENSION idem; file: dist/idem-portable.sql,
+# without echo.
+install_line='^CREATE EXTENSION (IF NOT EXISTS )?idem;$'
+install_input() {
+  if [ "$MODE" = file ]; then
+    sed -E "s#$install_line#SET ROLE $installer;\\n\\\\set ECHO none\\n\\\\i $TREE/dist/idem-portable.sql\\n\\\\set ECHO all\\nRESET ROLE;#"
+  else
+    sed -E "s#$install_line#SET ROLE $installer;\\n&\\nRESET ROLE;#"
+  fi
 }
-file_mode_expected() {
-  sed -E 's#^CREATE EXTENSION (IF NOT EXISTS )?idem;$#\\set ECHO none#'
+install_expected() {
+  if [ "$MODE" = file ]; then
+    sed -E "s#$install_line#SET ROLE $installer;\\n\\\\set ECHO none\\nRESET ROLE;#"
+  else
+    sed -E "s#$install_line#SET ROLE $installer;\\n&\\nRESET ROLE;#"
+  fi
 }
 
 passed=0 failed=0
@@ -118,10 +149,8 @@ for t in "${tests[@]}"; do
       echo "  test/portable/input/$t.diff does not apply"
     input=$OUTDIR/results/$t.in.sql
   fi
-  if [ "$MODE" = file ]; then
-    file_mode_input <"$input" >"$OUTDIR/results/$t.sql"
-    input=$OUTDIR/results/$t.sql
-  fi
+  install_input <"$input" >"$OUTDIR/results/$t.sql"
+  input=$OUTDIR/results/$t.sql
   psql -X -a -q -d "$db" -v HIDE_TABLEAM=on -v HIDE_TOAST_COMPRESSION=on -v SHOW_CONTEXT=never \
     <"$input" 2>&1 | drop_context >"$result"
   # The best of the expected files (pg_regress accepts t.out, t_1.out, ...),
@@ -132,7 +161,7 @@ for t in "${tests[@]}"; do
   for e in "$TREE"/expected/"$t".out "$TREE"/expected/"$t"_[0-9].out; do
     [ -f "$e" ] || continue
     exp=$OUTDIR/expected/$(basename "$e")
-    drop_context <"$e" >"$exp"
+    drop_context <"$e" | install_expected >"$exp"
     for p in "$TREE/test/portable/expected/$t.diff" "$TREE/test/portable/expected/$MODE/$t.diff"; do
       [ -f "$p" ] || continue
       [ $UPDATE = 1 ] && [ "$p" = "$patch_out" ] && continue
@@ -145,7 +174,6 @@ for t in "${tests[@]}"; do
         rm -f "$exp"; continue 2
       fi
     done
-    [ "$MODE" = file ] && { file_mode_expected <"$exp" >"$exp.file"; mv "$exp.file" "$exp"; }
     size=$(diff -U3 "$exp" "$result" | wc -l)
     if [ -z "$best" ] || [ "$size" -lt "$bestsize" ]; then best=$exp bestsize=$size; fi
   done

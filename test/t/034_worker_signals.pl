@@ -89,18 +89,21 @@ ok($gap >= 2.95 && $gap < 30,
 	sprintf('after SIGHUP, naptime 3 s, not the default minute (%.3f s)', $gap));
 set_and_reload('idem.naptime', '1s');
 
-# --- SIGTERM in the middle of a large purge. Small batches make the purge
-# last several seconds, so it is surely under way when the signal comes.
+# --- SIGTERM in the middle of a large purge. A pause of a minute after its
+# first full batch (idem.batch_delay) holds the round open, so it is surely
+# under way when the signal comes (flat out, a backlog of small batches may
+# be gone before the test looks).
 set_and_reload('idem.worker_enabled', 'off');
 $node->poll_query_until('postgres',
 	q{SELECT state = 'disabled' FROM idem.worker_status WHERE database = 'postgres'})
   or die 'worker not disabled';
 $node->safe_psql('postgres', expired_outcomes_sql('old', 200000));
 $node->safe_psql('postgres', "ALTER SYSTEM SET idem.batch_size = 200");
+$node->safe_psql('postgres', "ALTER SYSTEM SET idem.batch_delay = '1min'");
 set_and_reload('idem.worker_enabled', 'on');
 ok( $node->poll_query_until(
 		'postgres', q{
-SELECT state = 'working' AND (SELECT count(*) < 199000 FROM idem.idempotency_request)
+SELECT state = 'working' AND (SELECT count(*) < 200000 FROM idem.idempotency_request)
 FROM idem.worker_status WHERE database = 'postgres'}),
 	'the purge is under way');
 my $pid = worker_pid();
@@ -122,6 +125,7 @@ note sprintf('restarted %.2f s after SIGTERM', $back);
 ok($back >= 4.5 && $back < 30,
 	sprintf('after its restart interval of 5 s, not a minute\'s (%.2f s)', $back));
 $node->safe_psql('postgres', "ALTER SYSTEM RESET idem.batch_size");
+$node->safe_psql('postgres', "ALTER SYSTEM RESET idem.batch_delay");
 reload_and_wait($node);
 ok($node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM idem.idempotency_request'),
 	'and finished the purge');

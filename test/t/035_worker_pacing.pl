@@ -1,6 +1,8 @@
-# idem.batch_delay paces a backlog: the worker pauses after every full batch,
-# so a round of n full batches lasts at least (n - 1) pauses; a reload to 0
-# lets the rest go flat out, and SIGTERM ends a pause at once.
+# idem.batch_delay paces a backlog: the worker pauses after a full batch
+# (the first full batch in a row idem.batch_delay, each further one half as
+# long, none from the fifth on; 036 covers the large backlog), so a round of
+# n >= 4 full batches lasts at least the 4 pauses; a reload to 0 ends the
+# pause under way and lets the rest go flat out, and SIGTERM ends a pause at once.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -36,10 +38,10 @@ sub rows_left {
 	return $node->safe_psql('postgres', "SELECT count(*) FROM idem.idempotency_request WHERE scope = '$s'");
 }
 
-# --- 1,000 rows in batches of 100 with 300 ms pauses: one sweep batch (empty),
+# --- 1,000 rows in batches of 100 with 300 ms: one sweep batch (empty),
 # 11 purge batches (the last one empty) and one empty batch each for the
-# inbox and outbox purges: 14 in all, 10 pauses after the full ones,
-# so the round lasts at least 3 s.
+# inbox and outbox purges: 14 in all; pauses of 300, 150, 75 and 37 ms after
+# the first 4 full ones, none after the 6 others.
 add_expired('paced', 1000);
 set_and_reload('idem.batch_size', 100);
 set_and_reload('idem.batch_delay', '300ms');
@@ -48,40 +50,27 @@ set_and_reload('idem.worker_enabled', 'on');
 ok( $node->poll_query_until('postgres',
 		q{SELECT count(*) = 0 FROM idem.idempotency_request WHERE scope = 'paced'}),
 	'the paced worker purged the backlog');
-my $round;
-ok( wait_for_log_match($node, qr/purged 1000 expired keys in [0-9.]+ ms \(14 batches\)/, $log_offset),
-	'in one round of 1 + 11 + 1 + 1 batches');
-($round) = slurp_file($node->logfile, $log_offset) =~ /purged 1000 expired keys in ([0-9.]+) ms/;
-note "round of 1,000 rows at 300 ms per batch of 100: $round ms";
-cmp_ok($round, '>=', 3000, 'which lasted at least its 10 pauses of 300 ms');
+ok( wait_for_log_match($node, qr/purged 1000 expired keys in [0-9.]+ ms \(14 batches, 4 pauses\)/, $log_offset),
+	'in one round of 1 + 11 + 1 + 1 batches, with 4 pauses');
+my ($round) = slurp_file($node->logfile, $log_offset) =~ /purged 1000 expired keys in ([0-9.]+) ms/;
+note "round of 1,000 rows in batches of 100 at idem.batch_delay 300 ms: $round ms";
+cmp_ok($round, '>=', 300 + 150 + 75 + 37, 'which lasted at least its 4 pauses');
 
-# --- A reload to 0 mid-backlog: the rest goes without pauses. 20,000 rows
-# at 100 per batch and 1 s pauses would take over 3 minutes.
-set_and_reload('idem.worker_enabled', 'off');
-$node->poll_query_until('postgres',
-	q{SELECT state = 'disabled' FROM idem.worker_status WHERE database = 'postgres'})
-  or die 'worker not disabled';
-add_expired('reloaded', 20000);
-set_and_reload('idem.batch_delay', '1s');
-set_and_reload('idem.worker_enabled', 'on');
+# --- A reload to 0 in the middle of a pause of a minute (after the first
+# full batch) ends it: the round's other full batches go without a pause.
+# The backlog comes only once the worker has applied the new delay (it
+# reloads before a round begins).
+set_and_reload('idem.batch_delay', '1min');
+ok(wait_for_round_ends($node, 'postgres', 2), 'a round began after the reload');
+$log_offset = -s $node->logfile;
+add_expired('reloaded', 1000);
 ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) < 20000 FROM idem.idempotency_request WHERE scope = 'reloaded'}),
-	'the paced purge of 20,000 rows is under way');
-my $left = rows_left('reloaded');
-my $reloaded = time;
+		q{SELECT count(*) = 900 FROM idem.idempotency_request WHERE scope = 'reloaded'}),
+	'one batch purged, then a pause of a minute');
 set_and_reload('idem.batch_delay', 0);
-ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) = 0 FROM idem.idempotency_request WHERE scope = 'reloaded'}),
-	'after the reload to 0 it finished');
-# Said outright rather than left to the poll's deadline (which
-# PG_TEST_TIMEOUT_DEFAULT may lengthen): the rows left needed a pause of 1 s
-# after each full batch of 100 (a batch or two fewer by the time the reload
-# arrived); without the pauses they take a few seconds at most.
-my $finished = time - $reloaded;
-my $pauses_left = int($left / 100) - 1;
-note sprintf('the last %d rows took %.2f s after the reload (about %d s of pauses without it)',
-	$left, $finished, $pauses_left);
-cmp_ok($finished, '<', $pauses_left / 2, 'in less than half the time its pauses would have taken');
+ok( wait_for_log_match($node, qr/purged 1000 expired keys in [0-9.]+ ms \(14 batches, 1 pauses\)/, $log_offset),
+	'the reload ended that pause, and the round finished with no other');
+is(rows_left('reloaded'), '0', 'nothing of it is left');
 
 # --- SIGTERM in the middle of a long pause ends the worker at once. The
 # backlog comes only once the worker has applied the new delay (it reloads

@@ -364,6 +364,16 @@ like(sql('stepwise', q{SELECT idem.run_maintenance()}), qr/"swept": 0,/,
 	'after the updates, idem.run_maintenance() runs');
 is(sql('stepwise', q{SELECT has_function_privilege('public', 'idem.run_maintenance()', 'EXECUTE')}), 'f',
 	'and is not granted to PUBLIC after the update');
+# 1.2's adapter calls on a database that came from 1.0: a key released and
+# claimed afresh, a peek; neither granted to PUBLIC.
+is(sql('stepwise', q{SELECT idem.release('up_release', 'k', fence) FROM idem.claim_idempotency_key('up_release', 'k', 'h')}), '',
+	'after the updates, idem.release releases a key');
+is(sql('stepwise', q{SELECT kind FROM idem.claim_idempotency_key('up_release', 'k', 'another body')}), 'new_claim',
+	'and the next claim is new with another hash');
+is(sql('stepwise', q{SELECT kind FROM idem.peek('up_release', 'k')}), 'processing_active', 'idem.peek reads it');
+is(sql('stepwise', q{SELECT has_function_privilege('public', 'idem.release(text, text, bigint)', 'EXECUTE')
+                       OR has_function_privilege('public', 'idem.peek(text, text)', 'EXECUTE')}), 'f',
+	'release and peek are not granted to PUBLIC after the update');
 is(check_constraints('fresh'), 'idempotency_request_invariants', 'a fresh install validates its constraint');
 
 # ---- 1.1's scope policy after ALTER EXTENSION UPDATE ----

@@ -78,6 +78,22 @@ sub still_waiting { return !$twin->pg_ready; }
 	is_deeply([ @$row[0, 3] ], [ 'final_failure', 402 ], 'a final failure is replayed');
 }
 
+# A released key (1.2): the waiter is woken at the release's commit and
+# claims the key afresh, with a fence above the released one.
+{
+	my $fence = claim_as_owner('release');
+	my $sth = start_wait($twin, 'cases', 'release', NO_END_BEFORE_DEADLINE);
+	wait_until_waiting($monitor, $twin->{pg_pid});
+	$owner->begin_work;
+	$owner->do(q{SELECT idem.release('cases', 'release', ?)}, undef, $fence);
+	wait_until_waiting($monitor, $twin->{pg_pid});
+	ok(still_waiting(), 'an uncommitted release does not end the wait');
+	$owner->commit;
+	my $row = answer_of($sth);
+	is($row->[0], 'new_claim', 'the committed release lets the waiter claim the key afresh');
+	cmp_ok($row->[1], '>', $fence, 'with a fence above the released one');
+}
+
 # The owner's lock runs out during the wait: taken over at its end, by the
 # waiter's own timer (no one commits anything), not at its hour's end.
 {

@@ -53,16 +53,17 @@ ok(wait_for_round_ends($node, 'postgres', 2), 'rounds go on');
 is(worker_pid(), $pid, 'in the same process');
 ok(kill(0, $pid), 'which is alive');
 
-# --- A cancel in the middle of a round: a purge of many small batches, each
-# followed by idem.batch_delay's pause. The batch at hand (or the pause) is
-# cut short, the error logged, and the next rounds finish the purge in the
-# same process.
+# --- A cancel in the middle of a round: a purge of many small batches, the
+# first one followed by a pause of a minute (idem.batch_delay), which holds
+# the round open. The pause (or the batch at hand) is cut short, the error
+# logged, and the next rounds finish the purge in the same process.
 set_and_reload($node, 'idem.worker_enabled', 'off');
 ok( $node->poll_query_until(
 		'postgres', q{SELECT state = 'disabled' FROM idem.worker_status WHERE database = 'postgres'}),
 	'worker paused');
 $node->safe_psql('postgres', expired_outcomes_sql('wc', 100000));
 $node->safe_psql('postgres', 'ALTER SYSTEM SET idem.batch_size = 200');
+$node->safe_psql('postgres', q{ALTER SYSTEM SET idem.batch_delay = '1min'});
 set_and_reload($node, 'idem.worker_enabled', 'on');
 ok( $node->poll_query_until(
 		'postgres', q{
@@ -77,6 +78,7 @@ ok( wait_for_log_match(
 	'the round logged the cancel');
 # Full batches again, so the rest goes in a round or two.
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET idem.batch_size');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET idem.batch_delay');
 $node->reload;
 ok($node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM idem.idempotency_request'),
 	'later rounds finished the purge');

@@ -89,6 +89,7 @@ my %writes = (
 	mark_failed_returning => [qq{SELECT idem.mark_failed_returning('s', 'busy', $busy_fence, false, 'x')}],
 	set_recovery_point => [qq{SELECT idem.set_recovery_point('s', 'busy', $busy_fence, 'step')}],
 	extend_lock => [qq{SELECT idem.extend_lock('s', 'busy', $busy_fence, interval '1 minute')}],
+	release => [qq{SELECT idem.release('s', 'busy', $busy_fence)}],
 	purge_expired => [q{SELECT idem.purge_expired()}],
 	sweep_stale => [q{SELECT idem.sweep_stale()}],
 	evict => [q{SELECT idem.evict('s', 'done')}],
@@ -132,6 +133,12 @@ my %reads = (
 	],
 	stored_answer => [
 		[ q{SELECT kind, response_code FROM idem.stored_answer('s', 'done')}, 'replay_success|201' ]
+	],
+	peek => [
+		[ q{SELECT kind, fence IS NULL, response_code FROM idem.peek('s', 'done')}, 'replay_success|t|201' ],
+		[ q{SELECT kind, fence IS NULL FROM idem.peek('s', 'busy')}, 'processing_active|t' ],
+		[ q{SELECT kind, fence IS NULL FROM idem.peek('s', 'stale')}, 'processing_stale|t' ],
+		[ q{SELECT idem.peek('s', 'missing') IS NULL}, 't' ],
 	],
 	lookup => [ [ q{SELECT status FROM idem.lookup('s', 'final')}, 'failed_final' ] ],
 	retry_after => [

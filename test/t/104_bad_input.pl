@@ -174,6 +174,12 @@ my @functions = (
 	[ 'set_recovery_point',
 		q{SELECT idem.set_recovery_point($1::text, $2::text, $3::bigint, $4::text)},
 		sub { (gen_owner(), chance(0.2) ? 'finished' : gen_text()) } ],
+	[ 'release',
+		q{SELECT idem.release($1::text, $2::text, $3::bigint)},
+		sub { (gen_owner()) } ],
+	[ 'peek',
+		q{SELECT kind::text, fence FROM idem.peek($1::text, $2::text)},
+		sub { (gen_scope(), gen_key()) } ],
 	[ 'purge_expired', q{SELECT idem.purge_expired($1::int)}, sub { (gen_int()) } ],
 	[ 'sweep_stale',   q{SELECT idem.sweep_stale($1::int)},   sub { (gen_int()) } ],
 	[ 'request_hash(jsonb)', q{SELECT idem.request_hash($1::jsonb)}, sub { (gen_json()) } ],
@@ -181,7 +187,7 @@ my @functions = (
 );
 
 # Documented P4 codes, and the standard classes a bad argument may earn.
-my %documented = map { $_ => 1 } qw(P4000 P4001 P4002 P4003 P4004 P4005 P4010 P4011 P4012 P4013);
+my %documented = map { $_ => 1 } qw(P4000 P4001 P4002 P4003 P4004 P4005 P4010 P4011 P4012 P4013 P4015);
 sub acceptable {
 	my ($state) = @_;
 	return 1 if $documented{$state};

@@ -1,0 +1,78 @@
+// The idem calls both adapters make, as single statements on a node-postgres
+// pool or client. Intervals are given as seconds (a number) or as
+// PostgreSQL interval text; null means idem's own setting.
+'use strict';
+
+function interval(value) {
+  if (value === null || value === undefined) return null;
+  if (typeof value === 'number') {
+    if (!(value > 0)) throw new RangeError(`an interval must be positive, not ${value}`);
+    return `${value} seconds`;
+  }
+  return String(value);
+}
+
+// What a claim answers, with the stored answer as the text idem keeps (so a
+// replay sends exactly the bytes the first answer sent) and Retry-After.
+const CLAIM_COLUMNS = `c.kind::text AS kind, c.fence, c.recovery_point, c.response_code,
+       c.response_body::text AS stored, c.failure_code, c.locked_until,
+       idem.retry_after($1, c) AS retry_after`;
+
+async function claim(db, { scope, key, hash, claimedBy = null, lockTimeout = null, retention = null, wait = null }) {
+  const args = [scope, key, hash, claimedBy, interval(lockTimeout), interval(retention)];
+  const sql = wait === null || wait === undefined
+    ? `SELECT ${CLAIM_COLUMNS}
+         FROM idem.claim_idempotency_key($1, $2, $3, $4, $5::interval, $6::interval) c`
+    : `SELECT ${CLAIM_COLUMNS}
+         FROM idem.claim_or_wait($1, $2, $3, $7::interval, $4, $5::interval, $6::interval) c`;
+  if (wait !== null && wait !== undefined) args.push(interval(wait));
+  return (await db.query(sql, args)).rows[0];
+}
+
+const OWNED = new Set(['new_claim', 'processing_stale', 'retryable_failure']);
+const REPLAYED = new Set(['replay_success', 'final_failure']);
+
+// The outcome, in the caller's transaction when db is a client inside one.
+async function succeed(db, { scope, key, fence }, code, bodyText) {
+  const { rows } = await db.query(
+    `SELECT a.response_code, a.response_body::text AS stored
+       FROM idem.mark_succeeded_returning($1, $2, $3, $4, $5::jsonb) a`,
+    [scope, key, fence, code, bodyText]);
+  return rows[0];
+}
+
+async function failFinal(db, { scope, key, fence }, code, bodyText) {
+  const { rows } = await db.query(
+    `SELECT a.response_code, a.response_body::text AS stored
+       FROM idem.mark_failed_returning($1, $2, $3, false, $4, NULL, $5, $6::jsonb) a`,
+    [scope, key, fence, `http_${code}`, code, bodyText]);
+  return rows[0];
+}
+
+async function failRetryable(db, { scope, key, fence }, failureCode, message) {
+  await db.query('SELECT idem.mark_failed($1, $2, $3, true, $4, $5)',
+    [scope, key, fence, failureCode, message]);
+}
+
+// The owner forgets its key: the next claim starts afresh, with any body.
+async function release(db, { scope, key, fence }) {
+  await db.query('SELECT idem.release($1, $2, $3)', [scope, key, fence]);
+}
+
+// A read by key that writes nothing: null when the key is unknown.
+async function peek(db, scope, key) {
+  const { rows } = await db.query(
+    `SELECT c.kind::text AS kind, c.response_code, c.response_body::text AS stored,
+            c.locked_until, c.expires_at
+       FROM idem.peek($1, $2) c WHERE c.kind IS NOT NULL`, [scope, key]);
+  return rows[0] || null;
+}
+
+// P4002's detail ends with the stored request's status (idem 1.2):
+// processing, succeeded, failed_retryable or failed_final; null before 1.2.
+function storedStatus(error) {
+  const m = /the stored request's status is ([a-z_]+)$/.exec((error && error.detail) || '');
+  return m ? m[1] : null;
+}
+
+module.exports = { storedStatus, interval, claim, succeed, failFinal, failRetryable, release, peek, OWNED, REPLAYED };

@@ -1,0 +1,73 @@
+// Shared by the tests: a pool on the test server (IDEM_TEST_URL, the
+// application's role), an Express app on a free port, effect counts, gates
+// and polling with a deadline (never a fixed sleep).
+'use strict';
+const { randomUUID } = require('node:crypto');
+const { Pool } = require('pg');
+
+const url = process.env.IDEM_TEST_URL;
+if (!url) throw new Error('IDEM_TEST_URL: a connection string for the tests\' role (test/setup.sql)');
+
+function makePool(max = 10) {
+  const pool = new Pool({ connectionString: url, max });
+  pool.on('error', () => {}); // a backend ended under an idle client: the pool drops it
+  return pool;
+}
+
+// A scope of its own per test, so tests never see each other's keys.
+function scopeFor(name) {
+  return `${name}-${randomUUID().slice(0, 8)}`;
+}
+
+function listen(app) {
+  return new Promise((resolve) => {
+    const server = app.listen(0, '127.0.0.1', () => {
+      resolve({
+        base: `http://127.0.0.1:${server.address().port}`,
+        close: () => new Promise((done) => { server.closeAllConnections(); server.close(done); }),
+      });
+    });
+  });
+}
+
+async function post(base, path, { key, body, headers = {} } = {}) {
+  const response = await fetch(base + path, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...(key === undefined ? {} : { 'Idempotency-Key': key }), ...headers },
+    body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)),
+  });
+  const bytes = Buffer.from(await response.arrayBuffer());
+  return { status: response.status, headers: response.headers, bytes, text: bytes.toString('utf8') };
+}
+
+async function effects(pool, scope, key = null) {
+  const { rows } = await pool.query(
+    `SELECT count(*)::int AS n FROM node_test.effects WHERE scope = $1 AND ($2::text IS NULL OR key = $2)`,
+    [scope, key]);
+  return rows[0].n;
+}
+
+function gate() {
+  let open;
+  const promise = new Promise((resolve) => { open = resolve; });
+  return { promise, open };
+}
+
+// Polls check() until it answers something truthy, for at most deadlineMs.
+async function until(check, what, deadlineMs = 60000) {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const answer = await check();
+    if (answer) return answer;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+async function hasAdapterCalls(pool) {
+  const { rows } = await pool.query(
+    "SELECT to_regprocedure('idem.release(text,text,bigint)') IS NOT NULL AS yes");
+  return rows[0].yes;
+}
+
+module.exports = { url, makePool, scopeFor, listen, post, effects, gate, until, hasAdapterCalls };

@@ -1,0 +1,18 @@
+// Why an owner's fenced write matched no row: the key is missing, a newer
+// claim owns it (P4012), or this fence does not own it now. Shared by the
+// outcomes (outcome.cpp) and release (release.cpp).
+#pragma once
+
+#include "keys/arguments.hpp"
+#include "pg/spi_session.hpp"
+
+namespace idem {
+
+// Looks at the key once more in `session` ($1 scope, $2 key of params) and
+// raises: not_owned_sqlstate when the key is missing or not owned by
+// `fence`, P4012 when a newer fence owns it. Finishes the session first.
+[[noreturn]] void explain_refusal(SpiSession *session, const KeyName &name, int64 fence,
+                                  Datum *params, const char *nulls,
+                                  const char *not_owned_sqlstate, const char *operation);
+
+}  // namespace idem
