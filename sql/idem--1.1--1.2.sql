@@ -128,3 +128,171 @@ SET search_path = pg_catalog, pg_temp;
 
 REVOKE ALL ON FUNCTION idem.release(text, text, bigint), idem.peek(text, text) FROM PUBLIC;
 -- ==== end adapters ====
+
+-- ==== owners: scopes owned by roles (DESIGN.md "Version 1.2: scopes owned by roles") ====
+-- A scope is covered by the row with the longest scope_prefix it starts with
+-- ('' covers every scope). Every call that reads or writes a covered scope's
+-- keys, a covered consumer's messages or a covered scope's outbox events
+-- refuses, with 42501, a calling role that is not a member of the owner
+-- (README, "Tenants and services"). The calling role is the role the session
+-- runs as: SET ROLE's, else the login's; idem's own SECURITY DEFINER rights
+-- do not count. With idem.require_scope_owner on, an uncovered scope refuses
+-- every role that is not a member of the extension's owner (the owner of
+-- this table). A role dropped while it owns a prefix leaves an OID no role
+-- is a member of: the scope is then refused to all but superusers.
+CREATE TABLE idem.scope_owner (
+    scope_prefix text PRIMARY KEY,
+    owner regrole NOT NULL,
+    CONSTRAINT scope_owner_prefix_length CHECK (pg_catalog.length(scope_prefix) <= 255)
+);
+
+COMMENT ON TABLE idem.scope_owner IS
+    'Scopes owned by roles: a scope is covered by the longest scope_prefix it starts with, and only members of its owner may use it.';
+
+-- Raises 42501 naming the scope when the calling role may not use it; the
+-- calls of idem that are written in SQL run it first (the C ones check in
+-- C, src/policy/scope_owner.hpp). It reads idem.scope_owner, so it runs as
+-- the extension's owner; it reveals only whether the caller may use a scope,
+-- which a claim of it would reveal too. PUBLIC may run it: the triggers
+-- below run as the role that writes idem.scope_policy.
+CREATE FUNCTION idem.check_scope_owner(scope text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_check_scope_owner'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+-- The same rule as a boolean, for the outbox lease's filter: a relay leases
+-- only events of scopes its role may use (NULL scope: false).
+CREATE FUNCTION idem.may_use_scope(scope text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idem_may_use_scope'
+LANGUAGE C VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+GRANT EXECUTE ON FUNCTION idem.check_scope_owner(text), idem.may_use_scope(text) TO PUBLIC;
+
+-- The calls' caches of this table are dropped as idem.scope_policy's are: a
+-- relcache invalidation of the table at commit (src/policy/scope_policy.cpp).
+CREATE FUNCTION idem.scope_owner_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idem_scope_policy_changed'
+LANGUAGE C;
+
+CREATE TRIGGER scope_owner_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idem.scope_owner
+    FOR EACH STATEMENT EXECUTE FUNCTION idem.scope_owner_changed();
+
+-- Every change of ownership goes to the server log at LOG, with who made it
+-- (the session's login and the role it acted as): ownership decides which
+-- service may read which stored answers. Not SECURITY DEFINER: it reads
+-- nothing and writes only the log.
+CREATE FUNCTION idem.scope_owner_audit()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' THEN
+        RAISE LOG 'idem: every scope owner removed (TRUNCATE idem.scope_owner) by role % (session user %)',
+            current_user, session_user;
+        RETURN NULL;
+    END IF;
+    RAISE LOG 'idem: scope owner % by role % (session user %): %',
+        pg_catalog.lower(TG_OP), current_user, session_user,
+        CASE TG_OP
+            WHEN 'INSERT' THEN pg_catalog.format('prefix %L owned by %s', NEW.scope_prefix, NEW.owner)
+            WHEN 'DELETE' THEN pg_catalog.format('prefix %L was owned by %s', OLD.scope_prefix, OLD.owner)
+            ELSE pg_catalog.format('prefix %L owned by %s, was prefix %L owned by %s',
+                                   NEW.scope_prefix, NEW.owner, OLD.scope_prefix, OLD.owner)
+        END;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER scope_owner_audit
+    AFTER INSERT OR UPDATE OR DELETE ON idem.scope_owner
+    FOR EACH ROW EXECUTE FUNCTION idem.scope_owner_audit();
+CREATE TRIGGER scope_owner_audit_truncate
+    AFTER TRUNCATE ON idem.scope_owner
+    FOR EACH STATEMENT EXECUTE FUNCTION idem.scope_owner_audit();
+
+-- A policy decides a scope's retention, attempts and completer: for a
+-- covered scope only a member of its owner writes it, old row and new.
+-- TRUNCATE skips row triggers, so it is checked row by row too.
+CREATE FUNCTION idem.scope_policy_check_owner()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' THEN
+        PERFORM idem.check_scope_owner(p.scope) FROM idem.scope_policy p;
+        RETURN NULL;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM idem.check_scope_owner(OLD.scope);
+    END IF;
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    PERFORM idem.check_scope_owner(NEW.scope);
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER scope_policy_check_owner
+    BEFORE INSERT OR UPDATE OR DELETE ON idem.scope_policy
+    FOR EACH ROW EXECUTE FUNCTION idem.scope_policy_check_owner();
+CREATE TRIGGER scope_policy_check_owner_truncate
+    BEFORE TRUNCATE ON idem.scope_policy
+    FOR EACH STATEMENT EXECUTE FUNCTION idem.scope_policy_check_owner();
+
+-- The extension's owner writes owners and may grant it; monitoring reads them.
+REVOKE ALL ON TABLE idem.scope_owner FROM PUBLIC;
+GRANT SELECT ON TABLE idem.scope_owner TO pg_monitor;
+REVOKE ALL ON FUNCTION idem.scope_owner_changed(), idem.scope_owner_audit(),
+    idem.scope_policy_check_owner() FROM PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('idem.scope_owner', '');
+
+-- typical_duration reads idem.scope_owner for its check, so it now runs as
+-- the extension's owner, pinned as every SECURITY DEFINER function of idem.
+ALTER FUNCTION idem.typical_duration(text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+-- The two calls written in SQL check first (a SQL function answers with its
+-- last statement).
+CREATE OR REPLACE FUNCTION idem.retry_after(scope text, claim idem.claim)
+RETURNS integer
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT idem.check_scope_owner($1);
+  SELECT CASE
+    WHEN ($2).kind OPERATOR(pg_catalog.<>) 'processing_active'::idem.claim_kind
+      OR ($2).locked_until IS NULL THEN NULL
+    WHEN ($2).locked_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() THEN 0
+    ELSE LEAST(
+      pg_catalog.ceil(EXTRACT(EPOCH FROM ($2).locked_until
+                              OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())),
+      GREATEST(1, pg_catalog.ceil(EXTRACT(EPOCH FROM
+        COALESCE(idem.typical_duration($1), pg_catalog.make_interval(secs => 1))))))::integer
+  END
+$$;
+
+CREATE OR REPLACE FUNCTION idem.stored_answer(scope text, key text)
+RETURNS idem.claim
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT idem.check_scope_owner($1);
+  SELECT ROW(CASE r.status
+               WHEN 'succeeded'::idem.idempotency_status THEN 'replay_success'
+               WHEN 'failed_final'::idem.idempotency_status THEN 'final_failure'
+               ELSE 'retryable_failure' END::idem.claim_kind,
+             NULL::bigint, r.attempt_count, r.recovery_point, r.response_code,
+             r.response_body, r.result_ref_type, r.result_ref_id, r.failure_code,
+             r.failure_message, r.locked_until, r.expires_at)::idem.claim
+    FROM idem.idempotency_request r
+   WHERE r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2
+$$;
+-- ==== end owners ====
