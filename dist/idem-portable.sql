@@ -4392,9 +4392,12 @@ DECLARE
                         ELSE current_setting('role')::name END;
 BEGIN
     -- The scope's prefixes all start alike: the longest is the greatest.
+    -- No prefix is longer than 255 characters (the table's CHECK), and a
+    -- call that takes any text (typical_duration) may pass a longer scope.
     SELECT o.owner INTO owner
       FROM idem.scope_owner o
-     WHERE o.scope_prefix = ANY (ARRAY(SELECT left(scope, n) FROM generate_series(0, char_length(scope)) AS n))
+     WHERE o.scope_prefix = ANY (ARRAY(SELECT left(scope, n)
+                                         FROM generate_series(0, LEAST(char_length(scope), 255)) AS n))
      ORDER BY o.scope_prefix DESC
      LIMIT 1;
     IF FOUND THEN
