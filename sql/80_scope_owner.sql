@@ -122,7 +122,7 @@ RESET ROLE;
 -- The boolean and the check called directly; a NULL scope.
 SET ROLE idem_so_alice;
 SELECT s AS scope, idem.may_use_scope(s) AS alice_may
-  FROM unnest(ARRAY['a.', 'a.orders', 'a', 'b.orders', 'c.orders', '']) s ORDER BY 1 COLLATE "C";
+  FROM unnest(ARRAY['a.', 'a.orders', 'a', 'b.orders', 'c.orders', '']) s ORDER BY s COLLATE "C";
 SELECT idem.may_use_scope(NULL) AS null_scope;
 SELECT idem.check_scope_owner('a.orders') AS check_own;
 SELECT error_of($$SELECT idem.check_scope_owner('b.orders')$$) AS check_other;
@@ -135,11 +135,11 @@ CREATE ROLE idem_so_admins NOLOGIN IN ROLE idem_so_caller;
 INSERT INTO idem.scope_owner VALUES ('', 'idem_so_tenant_b'), ('a.admin.', 'idem_so_admins');
 SET ROLE idem_so_alice;
 SELECT s AS scope, idem.may_use_scope(s) AS alice_may
-  FROM unnest(ARRAY['a.orders', 'a.admin.', 'a.admin.users', 'a.adminx', 'a.admin', 'c.orders', '']) s ORDER BY 1 COLLATE "C";
+  FROM unnest(ARRAY['a.orders', 'a.admin.', 'a.admin.users', 'a.adminx', 'a.admin', 'c.orders', '']) s ORDER BY s COLLATE "C";
 SELECT error_of($$SELECT idem.claim_idempotency_key('a.admin.users', 'k', 'h')$$) AS nested;
 SET ROLE idem_so_bob;
 SELECT s AS scope, idem.may_use_scope(s) AS bob_may
-  FROM unnest(ARRAY['a.orders', 'a.admin.users', 'c.orders', 'zzz']) s ORDER BY 1 COLLATE "C";
+  FROM unnest(ARRAY['a.orders', 'a.admin.users', 'c.orders', 'zzz']) s ORDER BY s COLLATE "C";
 RESET ROLE;
 DELETE FROM idem.scope_owner WHERE scope_prefix IN ('', 'a.admin.');
 
@@ -268,6 +268,45 @@ SELECT scope, key FROM idem.outbox_lease(10) ORDER BY scope, key;
 RESET ROLE;
 SELECT scope, key FROM idem.outbox_lease(10) ORDER BY scope, key;
 RESET idem.require_scope_owner;
+
+-- ---- run_maintenance: judged as the worker's round ----
+-- An operator who owns no scope runs the completers: the claim of a key for
+-- its completer is the worker's, and each completer's calls are judged as
+-- its owner's, as in the process the worker starts for it.
+CREATE ROLE idem_so_operator NOLOGIN;
+GRANT USAGE ON SCHEMA idem TO idem_so_operator;
+GRANT EXECUTE ON FUNCTION idem.run_maintenance() TO idem_so_operator;
+CREATE FUNCTION so_complete(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
+RETURNS void LANGUAGE sql SECURITY DEFINER AS $$ SELECT idem.mark_succeeded(scope, key, fence, 200) $$;
+CREATE FUNCTION so_complete_other(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
+RETURNS void LANGUAGE sql SECURITY DEFINER AS $$ SELECT idem.mark_succeeded(scope, key, fence, 200) $$;
+ALTER FUNCTION so_complete(text, text, bigint, text, integer) OWNER TO idem_so_alice;
+ALTER FUNCTION so_complete_other(text, text, bigint, text, integer) OWNER TO idem_so_bob;
+INSERT INTO idem.scope_policy (scope, completer) VALUES
+    ('a.maint', 'so_complete(text, text, bigint, text, integer)'),
+    ('a.maint_other', 'so_complete_other(text, text, bigint, text, integer)');
+SELECT count(*) AS abandoned FROM idem.claim_idempotency_key('a.maint', 'k', 'h')
+ UNION ALL SELECT count(*) FROM idem.claim_idempotency_key('a.maint_other', 'k', 'h');
+UPDATE idem.idempotency_request r
+   SET status = 'failed_retryable', failure_code = 'abandoned', failure_message = 'test',
+       locked_until = NULL, finished_at = now() - interval '1 minute',
+       updated_at = now() - CASE r.scope WHEN 'a.maint' THEN interval '2 minutes' ELSE interval '1 minute' END
+ WHERE r.scope IN ('a.maint', 'a.maint_other');
+SET ROLE idem_so_operator;
+SELECT r->'completer_runs' AS runs, r->'completer_successes' AS successes,
+       r->'completer_failures' AS failures
+  FROM idem.run_maintenance() r;
+RESET ROLE;
+-- alice's completer finished its key; bob's, not a member of tenant a, was
+-- refused and the key waits for its lock.
+SELECT scope, status, response_code FROM idem.idempotency_request
+ WHERE scope IN ('a.maint', 'a.maint_other') ORDER BY scope;
+TRUNCATE idem.scope_policy;
+DROP FUNCTION so_complete(text, text, bigint, text, integer),
+    so_complete_other(text, text, bigint, text, integer);
+REVOKE ALL ON FUNCTION idem.run_maintenance() FROM idem_so_operator;
+REVOKE USAGE ON SCHEMA idem FROM idem_so_operator;
+DROP ROLE idem_so_operator;
 
 -- Clean up.
 DELETE FROM idem.outbox_event;
