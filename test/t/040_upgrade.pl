@@ -189,8 +189,8 @@ is(sql($db, $replays_sql), $replays_before, 'every replay answers the same bytes
 # answers 1.0 gave for every key; then an owner row is in force at once.
 sql('postgres', 'CREATE ROLE up_tenant; CREATE ROLE up_owner');
 grant_calls($db, 'up_tenant');
-is(sql($db, q{SELECT count(*) || ' ' || ('idem.scope_owner'::regclass = ANY (e.extconfig))
-                FROM idem.scope_owner, pg_extension e WHERE e.extname = 'idem' GROUP BY e.extconfig}),
+is(sql($db, q{SELECT (SELECT count(*) FROM idem.scope_owner) || ' ' || ('idem.scope_owner'::regclass = ANY (extconfig))
+                FROM pg_extension WHERE extname = 'idem'}),
 	'0 t', 'idem.scope_owner arrives with the update, empty, and marked for pg_dump');
 is(as_role($db, 'up_tenant', $replays_sql), $replays_before,
 	'nothing is covered: every replay answers the same bytes to a role that is not superuser');
