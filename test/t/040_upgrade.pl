@@ -53,6 +53,31 @@ sub update_idem {
 		"$db: idem updated to 1.2");
 }
 
+# EXECUTE on every call a tenant makes, for $role ($db's functions as they
+# are at its version).
+sub grant_calls {
+	my ($db, $role) = @_;
+	sql($db, qq{
+DO \$\$
+DECLARE f regprocedure;
+BEGIN
+  FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+            WHERE p.pronamespace = 'idem'::regnamespace
+              AND p.proname IN ('claim_idempotency_key', 'peek', 'stored_answer', 'consume_once', 'outbox_put') LOOP
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO $role', f);
+  END LOOP;
+END \$\$});
+}
+
+# $query as $role (SET ROLE; superusers pass every owner check): its
+# output, or "ERROR <SQLSTATE> <message>".
+sub as_role {
+	my ($db, $role, $query) = @_;
+	my ($ret, $out, $err) = $node->psql($db, "\\set VERBOSITY verbose\nSET ROLE $role;\n$query");
+	return $out if $ret == 0;
+	return $err =~ /ERROR:  (\w{5}): ([^\n]*)/ ? "ERROR $1 $2" : "failed: $err";
+}
+
 sub check_constraints {
 	my ($db) = @_;
 	return sql($db, q{
@@ -158,6 +183,30 @@ is(check_constraints($db), 'idempotency_request_invariants NOT VALID',
 	'thirteen constraints replaced by one, left NOT VALID on a table with keys (no scan under the lock)');
 is(sql($db, $rows_sql), $rows_before, 'every stored row is unchanged');
 is(sql($db, $replays_sql), $replays_before, 'every replay answers the same bytes');
+
+# ==== owners: idem.scope_owner arrives empty, so nothing is covered ====
+# A role that is not superuser (superusers pass every owner check) gets the
+# answers 1.0 gave for every key; then an owner row is in force at once.
+sql('postgres', 'CREATE ROLE up_tenant; CREATE ROLE up_owner');
+grant_calls($db, 'up_tenant');
+is(sql($db, q{SELECT (SELECT count(*) FROM idem.scope_owner) || ' ' || ('idem.scope_owner'::regclass = ANY (extconfig))
+                FROM pg_extension WHERE extname = 'idem'}),
+	'0 t', 'idem.scope_owner arrives with the update, empty, and marked for pg_dump');
+is(as_role($db, 'up_tenant', $replays_sql), $replays_before,
+	'nothing is covered: every replay answers the same bytes to a role that is not superuser');
+my $peeks_sql = 'SELECT string_agg(k || \' \' || coalesce(idem.peek(\'up\', k)::text, \'NULL\'), E\'\\n\' ORDER BY k) FROM unnest(ARRAY['
+  . sql($db, q{SELECT string_agg(quote_literal(key), ', ' ORDER BY key) FROM idem.idempotency_request}) . ']::text[]) k';
+is(as_role($db, 'up_tenant', $peeks_sql), sql($db, $peeks_sql),
+	'every key of 1.0 peeks the same to that role as to the superuser');
+sql($db, q{INSERT INTO idem.scope_owner (scope_prefix, owner) VALUES ('u', 'up_owner')});
+is(as_role($db, 'up_tenant', q{SELECT kind FROM idem.claim_idempotency_key('up', 'succeeded', 'h')}),
+	'ERROR 42501 permission denied for idempotency scope "up"', 'an owner row refuses a role that is not its member');
+sql('postgres', 'GRANT up_owner TO up_tenant');
+is(as_role($db, 'up_tenant', q{SELECT kind FROM idem.claim_idempotency_key('up', 'succeeded', 'h')}),
+	'replay_success', 'and answers a member of its owner');
+sql('postgres', 'REVOKE up_owner FROM up_tenant');
+sql($db, 'DELETE FROM idem.scope_owner');
+# ==== end owners ====
 
 # ==== inbox: the inbox and the outbox arrive with the update and work ====
 is(sql($db, q{SELECT string_agg(p.oid::regprocedure::text, ', '
@@ -375,6 +424,41 @@ is(sql('stepwise', q{SELECT has_function_privilege('public', 'idem.release(text,
                        OR has_function_privilege('public', 'idem.peek(text, text)', 'EXECUTE')}), 'f',
 	'release and peek are not granted to PUBLIC after the update');
 is(check_constraints('fresh'), 'idempotency_request_invariants', 'a fresh install validates its constraint');
+
+# ==== owners: from 1.1, answers unchanged; pg_dump and pg_restore carry the rows ====
+# A key, a message and an event written under 1.1, and what a role that is
+# not superuser was answered then; after the update the same, until an
+# owner row covers the scope.
+create_database('owners_1_1');
+sql('owners_1_1', q{CREATE EXTENSION idem VERSION '1.1'});
+grant_calls('owners_1_1', 'up_tenant');
+sql('owners_1_1', q{
+SELECT idem.mark_succeeded('up', 'k', fence, 201, '{"v": 1}') FROM idem.claim_idempotency_key('up', 'k', 'h');
+SELECT idem.consume_once('up', 'm', 'h');
+SELECT idem.outbox_put('up', 'k', 'evt', '{"v": 1}');});
+my $answers_sql = q{SELECT (idem.claim_idempotency_key('up', 'k', 'h'))::text, (idem.stored_answer('up', 'k'))::text,
+                           idem.consume_once('up', 'm', 'h'), idem.outbox_put('up', 'k', 'evt', '{"v": 1}')};
+my $answers_1_1 = as_role('owners_1_1', 'up_tenant', $answers_sql);
+like($answers_1_1, qr/^\(replay_success,.*\|f\|\d+$/, '1.1 answers a role that is not superuser');
+sql('owners_1_1', 'ALTER EXTENSION idem UPDATE');
+grant_calls('owners_1_1', 'up_tenant');
+is(as_role('owners_1_1', 'up_tenant', $answers_sql), $answers_1_1, 'after the update from 1.1, the same answers');
+sql('owners_1_1', q{INSERT INTO idem.scope_owner (scope_prefix, owner) VALUES ('', 'up_owner'), ('up', 'up_tenant')});
+is(as_role('owners_1_1', 'up_tenant', $answers_sql), $answers_1_1, 'and with the scope owned by that role');
+is(as_role('owners_1_1', 'up_tenant', q{SELECT idem.consume_once('other', 'm', 'h')}),
+	'ERROR 42501 permission denied for idempotency scope "other"', "a scope under '' owned by another role is refused");
+
+my $owners_sql = q{SELECT string_agg(quote_literal(scope_prefix) || ' ' || owner::text, ', ' ORDER BY scope_prefix) FROM idem.scope_owner};
+my $dump = PostgreSQL::Test::Utils::tempdir . '/owners_1_1.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', 'owners_1_1' ], 'pg_dump of a database with owner rows');
+create_database('owners_restored');
+$node->command_ok([ 'pg_restore', '--exit-on-error', '--single-transaction', '-d', 'owners_restored', $dump ],
+	'pg_restore of it');
+is(sql('owners_restored', $owners_sql), q{'' up_owner, 'up' up_tenant}, 'the owner rows came along (pg_extension_config_dump)');
+is(as_role('owners_restored', 'up_tenant', $answers_sql), $answers_1_1, 'and the restored scope answers its owner');
+is(as_role('owners_restored', 'up_tenant', q{SELECT idem.consume_once('other', 'm', 'h')}),
+	'ERROR 42501 permission denied for idempotency scope "other"', 'and refuses a scope owned by another role');
+# ==== end owners ====
 
 # ---- 1.1's scope policy after ALTER EXTENSION UPDATE ----
 sql($db, q{INSERT INTO idem.scope_policy (scope, lock_timeout, max_attempts) VALUES ('up_policy', '42 seconds', 1)});

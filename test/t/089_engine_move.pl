@@ -9,8 +9,9 @@
 # taken over with its recovery point, a live lock still holds and its owner
 # completes it with its old fence, as the owner of a key swept as abandoned
 # does, a key bound to a session that is gone is
-# stale, an expired key starts afresh, scope policies are in force, and
-# consumed messages and outbox events (ids, lease fences) carry on.
+# stale, an expired key starts afresh, scope policies and scope owners are
+# in force, and consumed messages and outbox events (ids, lease fences)
+# carry on.
 #
 # IDEM_MOVE_BOTH_CPP=1 moves from the C++ engine to the C++ engine (the
 # test's own check). Without dist/idem-portable.sql the test is skipped.
@@ -60,7 +61,7 @@ sub make_database {
 
 # The recipe of README.md "Moving between engines": idem's tables and
 # sequences, data only, restored in one transaction by idem's owner.
-my @moved = qw(idem.idempotency_request idem.fence_seq idem.scope_policy idem.consumed_message
+my @moved = qw(idem.idempotency_request idem.fence_seq idem.scope_policy idem.scope_owner idem.consumed_message
   idem.outbox_event idem.outbox_event_id_seq idem.outbox_lease_fence_seq);
 
 sub move {

@@ -2,8 +2,10 @@
 # with idem can move to a newer major with pg_upgrade). The old cluster holds
 # keys in every state, a scope policy with a completer (and one whose
 # completer was dropped), inbox messages and outbox events pending, leased
-# and published. pg_upgrade --check, then pg_upgrade; on the new cluster:
-# every row is as it was, every finished key replays its stored answer, new
+# and published, and a scope owned by a role (idem.scope_owner, whose regrole
+# column pg_upgrade allows: it keeps role OIDs). pg_upgrade --check, then
+# pg_upgrade; on the new cluster: every row is as it was (the owner row
+# in force), every finished key replays its stored answer, new
 # fences (keys and outbox leases) exceed every earlier one, an in-flight key's
 # owner completes it and a stale one is taken over, the policy's completer
 # resolves and the worker runs it in its rounds, and the worker purges what
@@ -110,6 +112,10 @@ INSERT INTO idem.scope_policy (scope, lock_timeout, max_attempts, completer, com
   ('orders', '1 minute', 5, 'finish(text, text, bigint, text, integer)', '1 second'),
   ('gone', '1 minute', 5, 'gone(text, text, bigint, text, integer)', '1 second');
 DROP FUNCTION gone(text, text, bigint, text, integer);
+-- Scopes owned by roles: shop_ops owns "tenant:", shop_stranger owns nothing.
+CREATE ROLE shop_stranger;
+GRANT EXECUTE ON FUNCTION idem.claim_idempotency_key(text, text, text, text, interval, interval) TO shop_ops, shop_stranger;
+INSERT INTO idem.scope_owner (scope_prefix, owner) VALUES ('tenant:', 'shop_ops');
 });
 	my %fence;
 	my $claim = sub {
@@ -125,6 +131,8 @@ DROP FUNCTION gone(text, text, bigint, text, integer);
 	$sql->(qq{SELECT idem.mark_failed('up', 'final', $f, false, 'card_declined', 'The card was declined', 402, '{"error": "declined"}')});
 	$f = $claim->('up', 'retryable');
 	$sql->(qq{SELECT idem.mark_failed('up', 'retryable', $f, true, 'timeout', 'upstream timed out')});
+	$f = $claim->('tenant:shop', 'paid');
+	$sql->(qq{SELECT idem.mark_succeeded('tenant:shop', 'paid', $f, 201, '{"tenant": "shop"}')});
 	$f = $claim->('up', 'processing', '1 day');
 	$sql->(qq{SELECT idem.set_recovery_point('up', 'processing', $f, 'charged')});
 	# Locks and a retention that run out at once: a stale key, one the sweeper
@@ -186,7 +194,8 @@ SELECT string_agg(t, E'\n' ORDER BY t) FROM (
   SELECT 'request ' || to_jsonb(r)::text AS t FROM idem.idempotency_request r
   UNION ALL SELECT 'consumed ' || to_jsonb(c)::text FROM idem.consumed_message c
   UNION ALL SELECT 'outbox ' || to_jsonb(o)::text FROM idem.outbox_event o
-  UNION ALL SELECT 'policy ' || to_jsonb(p)::text FROM idem.scope_policy p) rows});
+  UNION ALL SELECT 'policy ' || to_jsonb(p)::text FROM idem.scope_policy p
+  UNION ALL SELECT 'owner ' || to_jsonb(o)::text FROM idem.scope_owner o) rows});
 }
 
 # What the finished keys answer (the stored bytes) and the in-flight one.
@@ -209,6 +218,14 @@ sub check_upgraded {
 	like($replays, qr/^final \(final_failure,.*402.*\nprocessing \(processing_active,.*\nsucceeded \(replay_success,.*""order"": \{""id"": 42/s,
 		"$label: the answers are the kinds expected");
 	is($sql->('SELECT last_value FROM idem.fence_seq'), $before->{fence_seq}, "$label: the fence sequence survived");
+	like($before->{rows}, qr/^owner \{"owner": "shop_ops", "scope_prefix": "tenant:"\}$/m,
+		"$label: the owner row was there before (and is as it was)");
+	# The owner row is in force: its owner's member replays, another role is refused.
+	my $tenant_claim = q{SELECT kind FROM idem.claim_idempotency_key('tenant:shop', 'paid', 'h')};
+	is($sql->("SET ROLE shop_ops; $tenant_claim"), 'replay_success', "$label: the owner of tenant: replays its key");
+	my ($rc, undef, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\nSET ROLE shop_stranger;\n$tenant_claim");
+	like($err, qr/ERROR:  42501: permission denied for idempotency scope "tenant:shop"/,
+		"$label: another role is refused (42501)");
 
 	# New ownership: fences above every earlier one.
 	my %claimed;

@@ -43,8 +43,8 @@ sub sqlstate_of {
 	return defined $dbh->do($sql, undef, @bind) ? '' : $dbh->state;
 }
 
-# Keys in every state, scope policies, a consumed message and outbox
-# events, made in the source database. Returns what the checks compare.
+# Keys in every state, scope policies, a scope owner, a consumed message and
+# outbox events, made in the source database. Returns what the checks compare.
 sub make_keys {
 	my ($node, $name) = @_;
 	my $dbh = connect_db($node, $name);
@@ -93,6 +93,13 @@ sub make_keys {
 		$c = claim_of($dbh, 'pol', 'poison', 'h', q{, lock_timeout => '1 microsecond'});
 		die "pol/poison attempt $attempt: $c->{kind}" unless $c->{kind} eq ($attempt == 1 ? 'new_claim' : 'processing_stale');
 	}
+
+	# A scope owned by a role: pg_monitor, which every cluster has, so the
+	# row restores wherever the keys go (the owning roles must exist there
+	# before the restore).
+	$f = claim_of($dbh, 'mv_owned:x', 'k', 'h-k')->{fence};
+	$dbh->do(q{SELECT idem.mark_succeeded('mv_owned:x', 'k', ?, 200, '{"owned": true}')}, undef, $f);
+	$dbh->do(q{INSERT INTO idem.scope_owner (scope_prefix, owner) VALUES ('mv_owned:', 'pg_monitor')});
 
 	$dbh->do(q{SELECT idem.consume_once('billing', 'm1', 'h-m1')});
 	$dbh->do(q{SELECT idem.set_consumed_result('billing', 'm1', 'invoice', 'inv-1')});
@@ -170,6 +177,24 @@ sub check_keys {
 	my ($hour) = $dbh->selectrow_array(q{SELECT ?::timestamptz > now() + interval '50 minutes'}, undef,
 		$c->{locked_until});
 	ok($hour, "$what: pol's lock_timeout of an hour is in force");
+
+	# The owner row came along and is in force: a role that is no member of
+	# pg_monitor is refused the scope, a member replays its key.
+	is(join(', ', @{ $dbh->selectcol_arrayref(q{SELECT scope_prefix || ' ' || owner::text FROM idem.scope_owner ORDER BY 1}) }),
+		'mv_owned: pg_monitor', "$what: idem.scope_owner's row came along");
+	$dbh->do(q{
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'mv_outsider') THEN CREATE ROLE mv_outsider; END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'mv_monitor') THEN CREATE ROLE mv_monitor IN ROLE pg_monitor; END IF;
+END $$;
+GRANT EXECUTE ON FUNCTION idem.claim_idempotency_key(text, text, text, text, interval, interval) TO mv_outsider, mv_monitor});
+	$dbh->do('SET ROLE mv_outsider');
+	is(sqlstate_of($dbh, q{SELECT idem.claim_idempotency_key('mv_owned:x', 'k', 'h-k')}), '42501',
+		"$what: mv_owned:x is refused to a role that is no member of its owner");
+	$dbh->do('SET ROLE mv_monitor');
+	is(claim_of($dbh, 'mv_owned:x', 'k', 'h-k')->{kind}, 'replay_success', "$what: and replays to a member");
+	$dbh->do('RESET ROLE');
 
 	{
 		ok($k->{messages_dumped}, "$what: the source marks the inbox and the outbox for pg_dump (1.2)");
