@@ -589,7 +589,9 @@ SELECT scope, key, payload, status, lease_fence IS NULL AS not_leased
 SELECT scope, lock_timeout FROM idem.scope_policy WHERE scope LIKE 'v61/%' OR scope LIKE 'o61/%';
 
 -- With idem.require_scope_owner on, a scope no row covers is refused; a
--- role that is not superuser cannot turn it off.
+-- role that is not superuser cannot turn it off. (The portable engine has
+-- no registered setting: a session may turn it off for itself unless the
+-- database's setting says on, as below; test/portable/expected/61_*.diff.)
 SET idem.require_scope_owner = on;
 SET ROLE idem_hostile61;
 SET search_path = hostile61, pg_catalog;
@@ -648,7 +650,8 @@ SELECT public.h61_try($$SELECT idem.check_scope_owner('v61/a')$$) AS check_tenan
        public.h61_try($$SELECT idem.claim_idempotency_key('v61/a', 'k1', 'h')$$) AS claim_tenants,
        public.h61_try($$SELECT * FROM idem.stored_answer('v61/a', 'k1')$$) AS stored_answer_tenants,
        public.h61_try($$SELECT idem.typical_duration('v61/a')$$) AS typical_duration_tenants;
--- The database's setting holds for the role's session: not turned off.
+-- The database's setting holds for the role's session: not turned off,
+-- in either engine.
 SELECT public.h61_error($$SELECT idem.claim_idempotency_key('u61', 'k1', 'h')$$) AS uncovered;
 SELECT public.h61_try($$SET idem.require_scope_owner = off$$) AS set_off;
 SELECT public.h61_try($$SELECT idem.claim_idempotency_key('u61', 'k1', 'h')$$) AS still_uncovered;
