@@ -579,6 +579,7 @@ WITH due AS (
          OR e.leased_until OPERATOR(pg_catalog.<=) $1)
     AND e.available_at OPERATOR(pg_catalog.<=) $1
     AND ($3 IS NULL OR e.event_type OPERATOR(pg_catalog.=) ANY ($3))
+    AND idem.may_use_scope(e.scope)
     AND NOT EXISTS (
       SELECT
       FROM idem.outbox_event p
@@ -615,3 +616,41 @@ WHERE r.scope OPERATOR(pg_catalog.=) $1
            AND r.failure_code OPERATOR(pg_catalog.=) 'abandoned'::pg_catalog.text
            AND r.expires_at OPERATOR(pg_catalog.>) $4))
 RETURNING r.fence;
+
+-- owner_load
+SELECT c.relowner, o.scope_prefix, o.owner::pg_catalog.oid
+FROM pg_catalog.pg_class c
+LEFT JOIN idem.scope_owner o ON true
+WHERE c.oid OPERATOR(pg_catalog.=) $1;
+
+-- outbox_lease_11
+WITH due AS (
+  SELECT e.id AS due_id
+  FROM idem.outbox_event e
+  WHERE e.status OPERATOR(pg_catalog.=) ANY ('{pending,leased}'::idem.outbox_status[])
+    AND (e.status OPERATOR(pg_catalog.=) 'pending'
+         OR e.leased_until OPERATOR(pg_catalog.<=) $1)
+    AND e.available_at OPERATOR(pg_catalog.<=) $1
+    AND ($3 IS NULL OR e.event_type OPERATOR(pg_catalog.=) ANY ($3))
+    AND NOT EXISTS (
+      SELECT
+      FROM idem.outbox_event p
+      WHERE e.aggregate_id IS NOT NULL
+        AND p.status OPERATOR(pg_catalog.=) ANY ('{pending,leased}'::idem.outbox_status[])
+        AND p.aggregate_id IS NOT NULL
+        AND (p.aggregate_type OPERATOR(pg_catalog.=) e.aggregate_type
+             OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+        AND p.aggregate_id OPERATOR(pg_catalog.=) e.aggregate_id
+        AND p.id OPERATOR(pg_catalog.<) e.id)
+  ORDER BY e.id
+  LIMIT $4
+  FOR UPDATE OF e SKIP LOCKED)
+UPDATE idem.outbox_event o
+SET status = 'leased'::idem.outbox_status,
+    lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+    leased_until = $1 OPERATOR(pg_catalog.+) $2,
+    attempt_count = o.attempt_count OPERATOR(pg_catalog.+) 1
+FROM due
+WHERE o.id OPERATOR(pg_catalog.=) due.due_id
+RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+          o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;

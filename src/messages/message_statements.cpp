@@ -101,7 +101,51 @@ WHERE e.id OPERATOR(pg_catalog.=) $1
 // aggregate_type, or both NULL" is spelt out with a named =, because IS NOT
 // DISTINCT FROM has no form that names its operator: no name in the
 // statement is left for a search_path to resolve.
+//
+// A relay leases only the events of scopes its role may use
+// (idem.may_use_scope, the rule of src/policy/scope_owner.hpp): the filter
+// is on the candidate, before LIMIT and FOR UPDATE, so another tenant's
+// events are never locked, leased or counted against the batch. The
+// aggregate's order (the NOT EXISTS) still reads every scope: an earlier
+// event the relay may not lease holds its aggregate back until its own
+// tenant's relay publishes it, as any earlier pending event does.
 extern const char outbox_lease[] = R"sql(
+WITH due AS (
+  SELECT e.id AS due_id
+  FROM idem.outbox_event e
+  WHERE e.status OPERATOR(pg_catalog.=) ANY ('{pending,leased}'::idem.outbox_status[])
+    AND (e.status OPERATOR(pg_catalog.=) 'pending'
+         OR e.leased_until OPERATOR(pg_catalog.<=) $1)
+    AND e.available_at OPERATOR(pg_catalog.<=) $1
+    AND ($3 IS NULL OR e.event_type OPERATOR(pg_catalog.=) ANY ($3))
+    AND idem.may_use_scope(e.scope)
+    AND NOT EXISTS (
+      SELECT
+      FROM idem.outbox_event p
+      WHERE e.aggregate_id IS NOT NULL
+        AND p.status OPERATOR(pg_catalog.=) ANY ('{pending,leased}'::idem.outbox_status[])
+        AND p.aggregate_id IS NOT NULL
+        AND (p.aggregate_type OPERATOR(pg_catalog.=) e.aggregate_type
+             OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+        AND p.aggregate_id OPERATOR(pg_catalog.=) e.aggregate_id
+        AND p.id OPERATOR(pg_catalog.<) e.id)
+  ORDER BY e.id
+  LIMIT $4
+  FOR UPDATE OF e SKIP LOCKED)
+UPDATE idem.outbox_event o
+SET status = 'leased'::idem.outbox_status,
+    lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+    leased_until = $1 OPERATOR(pg_catalog.+) $2,
+    attempt_count = o.attempt_count OPERATOR(pg_catalog.+) 1
+FROM due
+WHERE o.id OPERATOR(pg_catalog.=) due.due_id
+RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+          o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key
+)sql";
+
+// The same without the filter, for a schema still at 1.1: no idem.scope_owner
+// covers any scope.
+extern const char outbox_lease_11[] = R"sql(
 WITH due AS (
   SELECT e.id AS due_id
   FROM idem.outbox_event e

@@ -17,6 +17,7 @@ enum class IdemRelation {
   consumed_message,       // idem.consumed_message
   consumed_message_pkey,  // its primary key's index
   scope_policy,           // idem.scope_policy (1.1)
+  scope_owner,            // idem.scope_owner (1.2)
 };
 
 // The relation's name in schema idem.

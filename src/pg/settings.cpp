@@ -4,7 +4,7 @@
 
 namespace idem {
 
-Settings settings = {300000, 86400, false};
+Settings settings = {300000, 86400, false, false};
 
 bool retention_is_acceptable(int value, const char *detail) {
   if (value != 0) return true;
@@ -35,6 +35,14 @@ void define_key_store_settings() {
       "When on, a key whose owning session ended is stale at once. Do not use behind a "
       "transaction-pooling connection pooler.",
       &settings.bind_lock_to_session, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  // PGC_SUSET: the setting protects tenants from each other, so a tenant's
+  // session must not turn it off.
+  DefineCustomBoolVariable(
+      "idem.require_scope_owner",
+      "Whether a scope no row of idem.scope_owner covers is refused to all but the "
+      "extension's owner.",
+      "When off, such a scope is open to every role that may call idem's functions.",
+      &settings.require_scope_owner, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 }
 
 }  // namespace idem

@@ -19,6 +19,7 @@ struct Settings {
   int lock_timeout_ms;  // idem.lock_timeout
   int retention_s;      // idem.retention; -1: keys never expire
   bool bind_lock_to_session;  // idem.bind_lock_to_session (session_binding.hpp)
+  bool require_scope_owner;   // idem.require_scope_owner (policy/scope_owner.hpp)
 };
 
 extern Settings settings;

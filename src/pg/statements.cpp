@@ -76,6 +76,9 @@ constexpr StatementSpec specs[] = {
     {Statement::stored_answer, SPI_OK_SELECT, 2, {TEXTOID, TEXTOID}},
     {Statement::release_key, SPI_OK_DELETE_RETURNING, 4,
      {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}},
+    {Statement::owner_load, SPI_OK_SELECT, 1, {OIDOID}},
+    {Statement::outbox_lease_11, SPI_OK_UPDATE_RETURNING, 4,
+     {TIMESTAMPTZOID, INTERVALOID, TEXTARRAYOID, INT4OID}},
 };
 #undef CLAIM_PARAMS
 

@@ -47,6 +47,17 @@ SELECT p.scope, p.lock_timeout, p.retention, p.keep_forever, p.max_attempts,
 FROM idem.scope_policy p
 )sql";
 
+// Every row of idem.scope_owner with the owner of the table itself (the
+// extension's owner, who passes uncovered scopes under
+// idem.require_scope_owner): $1 the table's OID. One row with a NULL prefix
+// when the table is empty.
+extern const char owner_load[] = R"sql(
+SELECT c.relowner, o.scope_prefix, o.owner::pg_catalog.oid
+FROM pg_catalog.pg_class c
+LEFT JOIN idem.scope_owner o ON true
+WHERE c.oid OPERATOR(pg_catalog.=) $1
+)sql";
+
 // Neither of the worker's next two statements has an index to read
 // abandoned keys by (a swept key is failed_retryable, in no partial index),
 // so each scans the key table; an uncorrelated EXISTS over the policies

@@ -36,6 +36,8 @@ inline constexpr char out_of_memory[] = "53200";         // out_of_memory
 inline constexpr char key_not_found[] = "P4020";
 inline constexpr char key_in_flight[] = "P4021";        // processing key, force not given
 inline constexpr char not_preloaded[] = "55000";        // object_not_in_prerequisite_state
+// A scope owned by a role the caller is not a member of (src/policy/scope_owner.hpp).
+inline constexpr char scope_not_owned[] = "42501";      // insufficient_privilege
 // inbox: src/messages/inbox.cpp and the PL/pgSQL outbox functions of sql/idem--1.0--1.1.sql.
 inline constexpr char message_mismatch[] = "P4050";     // consume_once, another message_hash
 inline constexpr char event_mismatch[] = "P4051";       // outbox_put, another payload

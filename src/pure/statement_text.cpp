@@ -43,6 +43,8 @@ extern const char outbox_event_state[];
 extern const char outbox_lease[];
 extern const char stored_answer[];
 extern const char release_key[];
+extern const char owner_load[];
+extern const char outbox_lease_11[];
 }  // namespace statement_sql
 
 const StatementText statement_texts[statement_count] = {
@@ -82,6 +84,8 @@ const StatementText statement_texts[statement_count] = {
     {Statement::outbox_lease, "outbox_lease", statement_sql::outbox_lease},
     {Statement::stored_answer, "stored_answer", statement_sql::stored_answer},
     {Statement::release_key, "release_key", statement_sql::release_key},
+    {Statement::owner_load, "owner_load", statement_sql::owner_load},
+    {Statement::outbox_lease_11, "outbox_lease_11", statement_sql::outbox_lease_11},
 };
 
 }  // namespace idem

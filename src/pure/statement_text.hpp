@@ -55,9 +55,12 @@ enum class Statement {
   // clients (src/keys/outcome.cpp)
   stored_answer,           // a completed key as idem.claim, as its replays carry it
   release_key,             // the owner forgets its key (src/keys/release.cpp)
+  // scopes owned by roles (src/policy/scope_owner.cpp)
+  owner_load,              // every row of idem.scope_owner and the table's owner
+  outbox_lease_11,         // outbox_lease for a schema still at 1.1 (no idem.may_use_scope)
 };
 
-constexpr int statement_count = static_cast<int>(Statement::release_key) + 1;
+constexpr int statement_count = static_cast<int>(Statement::outbox_lease_11) + 1;
 
 struct StatementText {
   Statement statement;  // its index in statement_texts
