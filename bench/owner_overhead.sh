@@ -82,7 +82,7 @@ ratios=()
 printf '%-5s %12s %12s %8s\n' pair tps-none tps-owners ratio
 for ((i = 1; i <= PAIRS; i++)); do
   if ((i % 2)); then none=$(run none); with=$(run with); else with=$(run with); none=$(run none); fi
-  ratio=$(echo "scale=4; $with / $none" | bc)
+  ratio=$(echo "scale=4; $with / $none" | bc | sed 's/^\./0./')
   ratios+=("$ratio")
   printf '%-5s %12s %12s %8s\n' "$i" "$none" "$with" "$ratio"
 done
