@@ -793,6 +793,33 @@ $$;
 REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idem.portable_typical_duration(text) TO PUBLIC;
 
+-- ---- scopes owned by roles (the 1.2 section "owners") ----
+-- Every call that reads or writes a scope's keys, messages or events runs
+-- the owner check first. A 1.1 schema has no idem.scope_owner, so nothing
+-- is covered and every scope may be used: these two answer that here, and
+-- portable/support-1.2.sql replaces them (CREATE OR REPLACE) with the
+-- check against the table, where the table exists. The bodies are not
+-- versioned (portable/build.pl), so they name the check in a 1.1 install
+-- too, where it must exist and allow.
+CREATE OR REPLACE FUNCTION idem.portable_check_scope_owner(scope text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_check_scope_owner(text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION idem.portable_may_use_scope(scope text)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT $1 IS NOT NULL
+$$;
+REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
+
 -- ---- support-messages.sql
 -- The portable engine's helpers for idem.request_hash (RFC 8785, JCS) and
 -- for the inbox and outbox.
@@ -1245,6 +1272,8 @@ BEGIN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
     END IF;
+    -- The scope's owner (portable/support-1.2.sql), before any key is read.
+    PERFORM idem.portable_check_scope_owner(scope);
     IF lock_timeout IS NULL AND retention IS NULL THEN
         SELECT sp.lock_timeout, sp.retention, sp.keep_forever, sp.max_attempts, sp.bind_lock_to_session,
                EXISTS (SELECT FROM idem.idempotency_request t
@@ -1320,6 +1349,7 @@ BEGIN
         PERFORM idem.portable_require_fence(fence, scope, key);
         PERFORM idem.portable_check_response_code(response_code, true, scope, key);
     END IF;
+    PERFORM idem.portable_check_scope_owner(scope);
     UPDATE idem.idempotency_request AS r
        SET status = 'succeeded', recovery_point = 'finished',
            response_code = mark_succeeded.response_code,
@@ -1371,6 +1401,7 @@ BEGIN
         END IF;
         PERFORM idem.portable_check_response_code(response_code, false, scope, key);
     END IF;
+    PERFORM idem.portable_check_scope_owner(scope);
     UPDATE idem.idempotency_request AS r
        SET status = CASE WHEN mark_failed.retryable THEN 'failed_retryable'::idem.idempotency_status
                          ELSE 'failed_final'::idem.idempotency_status END,
@@ -1408,6 +1439,7 @@ BEGIN
             USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
                   HINT = 'Call idem.mark_succeeded to finish the request.';
     END IF;
+    PERFORM idem.portable_check_scope_owner(scope);
     UPDATE idem.idempotency_request AS r
        SET recovery_point = set_recovery_point.recovery_point, updated_at = now
      WHERE r.scope = set_recovery_point.scope AND r.key = set_recovery_point.key
@@ -1824,6 +1856,7 @@ RETURNS interval
 -- all a role needs, as with the C++ engine.
 AS $function$
 BEGIN
+    PERFORM idem.portable_check_scope_owner(scope);
     RETURN idem.portable_typical_duration(scope);
 END
 $function$
@@ -1966,6 +1999,8 @@ BEGIN
                   DETAIL = pg_catalog.format('retention was %s.', $4),
                   HINT = 'Pass a positive interval, or NULL for idem.inbox_retention.';
     END IF;
+    -- The consumer is the scope its owner check names.
+    PERFORM idem.portable_check_scope_owner($1);
 
     IF $4 IS NOT NULL THEN
         expiry := clock + $4;
@@ -2044,6 +2079,8 @@ BEGIN
                                              idem.portable_msg_quoted($2, 40)),
                   HINT = 'Pass the message''s own id, as the broker delivers it.';
     END IF;
+    -- The consumer is the scope its owner check names.
+    PERFORM idem.portable_check_scope_owner($1);
     UPDATE idem.consumed_message m
        SET result_ref_type = $3,
            result_ref_id = $4
@@ -2199,6 +2236,7 @@ BEGIN
                                              idem.portable_msg_quoted($3, 40), identity_bytes, 2600),
                   HINT = 'Use a shorter event_type.';
     END IF;
+    PERFORM idem.portable_check_scope_owner($1);
     IF $6 IS NOT NULL THEN
         PERFORM pg_catalog.pg_advisory_xact_lock(1768187245,
                     pg_catalog.hashtext(COALESCE($5, '') || '/' || $6));
@@ -2276,6 +2314,8 @@ BEGIN
         AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
         AND e.available_at <= pg_catalog.statement_timestamp()
         AND ($3 IS NULL OR e.event_type = ANY ($3))
+        -- Only events of scopes the calling role may use, before the LIMIT.
+        AND idem.portable_may_use_scope(e.scope)
         AND NOT EXISTS (
           SELECT
           FROM idem.outbox_event p
@@ -2372,6 +2412,7 @@ DECLARE
     poll_ms double precision := 1;
     sleep_ms double precision;
     now timestamptz;
+    waited boolean := false;
 BEGIN
     -- The checks' functions run only for a bad argument (they raise its error).
     IF scope IS NULL OR key IS NULL OR request_hash IS NULL OR request_hash = ''
@@ -2380,6 +2421,10 @@ BEGIN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
     END IF;
+    -- The scope's owner (portable/support-1.2.sql), before any key is read,
+    -- and again before each later attempt: an owner changed while the call
+    -- waits is seen (each statement of a READ COMMITTED wait reads anew).
+    PERFORM idem.portable_check_scope_owner(scope);
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
     bound := CASE WHEN policy.bind THEN idem.portable_session_token() END;
     started := pg_catalog.clock_timestamp();
@@ -2390,6 +2435,10 @@ BEGIN
                                         policy.retention, policy.max_attempts, bound);
     END IF;
     LOOP
+        IF waited THEN
+            PERFORM idem.portable_check_scope_owner(scope);
+        END IF;
+        waited := true;
         BEGIN
             answer := idem.portable_claim_once(scope, key, request_hash, claimed_by,
                                                policy.lock_timeout, policy.retention,
@@ -2432,6 +2481,7 @@ BEGIN
     PERFORM idem.portable_require_fence(fence, scope, key);
     PERFORM idem.portable_require_positive_interval(extend_by, 'extend_by', now, scope, key,
         'Pass how much longer the lock must hold from now, such as ''5 minutes''; extend_lock never shortens a lock.');
+    PERFORM idem.portable_check_scope_owner(scope);
     UPDATE idem.idempotency_request AS r
        SET status = 'processing',
            locked_until = GREATEST(r.locked_until, now + extend_lock.extend_by),
@@ -2753,6 +2803,7 @@ BEGIN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_fence(fence, scope, key);
     END IF;
+    PERFORM idem.portable_check_scope_owner(scope);
     DELETE FROM idem.idempotency_request AS r
      WHERE r.scope = release.scope AND r.key = release.key
        AND r.fence = release.fence
@@ -2789,6 +2840,7 @@ BEGIN
        OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255 THEN
         PERFORM idem.portable_require_scope_and_key(scope, key);
     END IF;
+    PERFORM idem.portable_check_scope_owner(scope);
     SELECT * INTO r FROM idem.idempotency_request t
      WHERE t.scope = peek.scope AND t.key = peek.key;
     IF NOT FOUND OR (r.status <> 'processing' AND r.expires_at <= now) THEN
@@ -2830,6 +2882,194 @@ SET search_path = pg_catalog, pg_temp;
 
 REVOKE ALL ON FUNCTION idem.release(text, text, bigint), idem.peek(text, text) FROM PUBLIC;
 -- ==== end adapters ====
+
+-- ==== owners: scopes owned by roles (DESIGN.md "Version 1.2: scopes owned by roles") ====
+-- A scope is covered by the row with the longest scope_prefix it starts with
+-- ('' covers every scope). Every call that reads or writes a covered scope's
+-- keys, a covered consumer's messages or a covered scope's outbox events
+-- refuses, with 42501, a calling role that is not a member of the owner
+-- (README, "Tenants and services"). The calling role is the role the session
+-- runs as: SET ROLE's, else the login's; idem's own SECURITY DEFINER rights
+-- do not count. With idem.require_scope_owner on, an uncovered scope refuses
+-- every role that is not a member of the extension's owner (the owner of
+-- this table). A role dropped while it owns a prefix leaves an OID no role
+-- is a member of: the scope is then refused to all but superusers.
+CREATE TABLE idem.scope_owner (
+    scope_prefix text PRIMARY KEY,
+    owner regrole NOT NULL,
+    CONSTRAINT scope_owner_prefix_length CHECK (pg_catalog.length(scope_prefix) <= 255)
+);
+
+COMMENT ON TABLE idem.scope_owner IS
+    'Scopes owned by roles: a scope is covered by the longest scope_prefix it starts with, and only members of its owner may use it.';
+
+-- Raises 42501 naming the scope when the calling role may not use it; the
+-- calls of idem that are written in SQL run it first (the C ones check in
+-- C, src/policy/scope_owner.hpp). It reads idem.scope_owner, so it runs as
+-- the extension's owner; it reveals only whether the caller may use a scope,
+-- which a claim of it would reveal too. PUBLIC may run it: the triggers
+-- below run as the role that writes idem.scope_policy.
+CREATE FUNCTION idem.check_scope_owner(scope text)
+RETURNS void
+-- check_scope_owner (src/policy/scope_owner.cpp): 42501 naming the scope
+-- when the calling role may not use it. The decision is
+-- idem.portable_scope_refusal (portable/support-1.2.sql), the one every
+-- covered body asks through idem.portable_check_scope_owner.
+AS $function$
+BEGIN
+    PERFORM idem.portable_check_scope_owner(scope);
+END
+$function$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+-- The same rule as a boolean, for the outbox lease's filter: a relay leases
+-- only events of scopes its role may use (NULL scope: false).
+CREATE FUNCTION idem.may_use_scope(scope text)
+RETURNS boolean
+-- may_use_scope (src/policy/scope_owner.cpp): whether the calling role may
+-- use the scope, as check_scope_owner decides it; NULL scope: false.
+AS $function$
+  SELECT idem.portable_may_use_scope($1)
+$function$
+LANGUAGE sql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+GRANT EXECUTE ON FUNCTION idem.check_scope_owner(text), idem.may_use_scope(text) TO PUBLIC;
+
+-- The calls' caches of this table are dropped as idem.scope_policy's are: a
+-- relcache invalidation of the table at commit (src/policy/scope_policy.cpp).
+CREATE FUNCTION idem.scope_owner_changed()
+RETURNS trigger
+-- scope_policy_changed: the C++ engine keeps each backend's copy of
+-- idem.scope_policy and this trigger invalidates it. The portable engine
+-- reads the scope's policy row at every call, so there is no copy to
+-- invalidate: the trigger does nothing.
+AS $function$
+BEGIN
+    RETURN NULL;
+END
+$function$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp;
+
+CREATE TRIGGER scope_owner_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idem.scope_owner
+    FOR EACH STATEMENT EXECUTE FUNCTION idem.scope_owner_changed();
+
+-- Every change of ownership goes to the server log at LOG, with who made it
+-- (the session's login and the role it acted as): ownership decides which
+-- service may read which stored answers. Not SECURITY DEFINER: it reads
+-- nothing and writes only the log.
+CREATE FUNCTION idem.scope_owner_audit()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' THEN
+        RAISE LOG 'idem: every scope owner removed (TRUNCATE idem.scope_owner) by role % (session user %)',
+            current_user, session_user;
+        RETURN NULL;
+    END IF;
+    RAISE LOG 'idem: scope owner % by role % (session user %): %',
+        pg_catalog.lower(TG_OP), current_user, session_user,
+        CASE TG_OP
+            WHEN 'INSERT' THEN pg_catalog.format('prefix %L owned by %s', NEW.scope_prefix, NEW.owner)
+            WHEN 'DELETE' THEN pg_catalog.format('prefix %L was owned by %s', OLD.scope_prefix, OLD.owner)
+            ELSE pg_catalog.format('prefix %L owned by %s, was prefix %L owned by %s',
+                                   NEW.scope_prefix, NEW.owner, OLD.scope_prefix, OLD.owner)
+        END;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER scope_owner_audit
+    AFTER INSERT OR UPDATE OR DELETE ON idem.scope_owner
+    FOR EACH ROW EXECUTE FUNCTION idem.scope_owner_audit();
+CREATE TRIGGER scope_owner_audit_truncate
+    AFTER TRUNCATE ON idem.scope_owner
+    FOR EACH STATEMENT EXECUTE FUNCTION idem.scope_owner_audit();
+
+-- A policy decides a scope's retention, attempts and completer: for a
+-- covered scope only a member of its owner writes it, old row and new.
+-- TRUNCATE skips row triggers, so it is checked row by row too.
+CREATE FUNCTION idem.scope_policy_check_owner()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' THEN
+        PERFORM idem.check_scope_owner(p.scope) FROM idem.scope_policy p;
+        RETURN NULL;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM idem.check_scope_owner(OLD.scope);
+    END IF;
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    PERFORM idem.check_scope_owner(NEW.scope);
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER scope_policy_check_owner
+    BEFORE INSERT OR UPDATE OR DELETE ON idem.scope_policy
+    FOR EACH ROW EXECUTE FUNCTION idem.scope_policy_check_owner();
+CREATE TRIGGER scope_policy_check_owner_truncate
+    BEFORE TRUNCATE ON idem.scope_policy
+    FOR EACH STATEMENT EXECUTE FUNCTION idem.scope_policy_check_owner();
+
+-- The extension's owner writes owners and may grant it; monitoring reads them.
+REVOKE ALL ON TABLE idem.scope_owner FROM PUBLIC;
+GRANT SELECT ON TABLE idem.scope_owner TO pg_monitor;
+REVOKE ALL ON FUNCTION idem.scope_owner_changed(), idem.scope_owner_audit(),
+    idem.scope_policy_check_owner() FROM PUBLIC;
+
+
+-- typical_duration reads idem.scope_owner for its check, so it now runs as
+-- the extension's owner, pinned as every SECURITY DEFINER function of idem.
+ALTER FUNCTION idem.typical_duration(text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+-- The two calls written in SQL check first (a SQL function answers with its
+-- last statement).
+CREATE OR REPLACE FUNCTION idem.retry_after(scope text, claim idem.claim)
+RETURNS integer
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT idem.check_scope_owner($1);
+  SELECT CASE
+    WHEN ($2).kind OPERATOR(pg_catalog.<>) 'processing_active'::idem.claim_kind
+      OR ($2).locked_until IS NULL THEN NULL
+    WHEN ($2).locked_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() THEN 0
+    ELSE LEAST(
+      pg_catalog.ceil(EXTRACT(EPOCH FROM ($2).locked_until
+                              OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())),
+      GREATEST(1, pg_catalog.ceil(EXTRACT(EPOCH FROM
+        COALESCE(idem.typical_duration($1), pg_catalog.make_interval(secs => 1))))))::integer
+  END
+$$;
+
+CREATE OR REPLACE FUNCTION idem.stored_answer(scope text, key text)
+RETURNS idem.claim
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT idem.check_scope_owner($1);
+  SELECT ROW(CASE r.status
+               WHEN 'succeeded'::idem.idempotency_status THEN 'replay_success'
+               WHEN 'failed_final'::idem.idempotency_status THEN 'final_failure'
+               ELSE 'retryable_failure' END::idem.claim_kind,
+             NULL::bigint, r.attempt_count, r.recovery_point, r.response_code,
+             r.response_body, r.result_ref_type, r.result_ref_id, r.failure_code,
+             r.failure_message, r.locked_until, r.expires_at)::idem.claim
+    FROM idem.idempotency_request r
+   WHERE r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2
+$$;
+-- ==== end owners ====
 
 -- ==== portable engine: support-1.2.sql ====
 -- ==== portable support for 1.2: idem.run_maintenance (portable/functions/idem_run_maintenance.sql) ====
@@ -3009,6 +3249,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c idem.claim;
+    policy record;
     reason text;
     fname text;
     call text;
@@ -3021,7 +3262,13 @@ DECLARE
     message text;
     outcome record;
 BEGIN
-    SELECT * INTO c FROM idem.claim_idempotency_key(scope, key, request_hash, 'idem completer');
+    -- claim_idempotency_key's general claim without its owner check:
+    -- run_maintenance is an operator's call, which scopes' owners do not
+    -- cover (the completer's own calls are checked as any other).
+    policy := idem.portable_claim_policy(scope, key, NULL, NULL);
+    c := idem.portable_claim_once(scope, key, request_hash, 'idem completer', policy.lock_timeout,
+                                  policy.retention, policy.max_attempts,
+                                  CASE WHEN policy.bind THEN idem.portable_session_token() END);
     IF c.fence IS NULL OR c.kind IN ('replay_success', 'final_failure', 'processing_active') THEN
         RETURN 'not_owned';
     END IF;
@@ -3083,6 +3330,158 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_run_completer(text, text, text, oid) FROM PUBLIC;
 -- ==== end portable support for 1.2 ====
+
+-- ==== portable support for 1.2: scopes owned by roles (section "owners") ====
+-- src/policy/scope_owner.hpp in SQL. The C++ engine keeps idem.scope_owner
+-- in a per-backend cache dropped at each change's commit; these read the
+-- table at each call, under the statement's snapshot (docs/portable.md).
+-- Called from idem's SECURITY DEFINER bodies, which run as the extension's
+-- owner and so may read the table; PUBLIC may execute none of them.
+
+-- idem.require_scope_owner without the library is a placeholder any
+-- session may SET, so a tenant could turn it off. It is on when the
+-- session's value is on, or when the database's own value (ALTER DATABASE
+-- ... SET, pg_db_role_setting) is: a session can turn it on, not off.
+-- A value that is no boolean is refused as PostgreSQL refuses it for a
+-- registered boolean setting. The catalog is read only when the session's
+-- value is not on: NULL means the setting was never loaded in this session,
+-- so the database had no value when it began, which is when the C++
+-- engine's registered setting takes the database's value too.
+CREATE FUNCTION idem.portable_require_scope_owner()
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    name constant text := 'idem.require_scope_owner';
+    setting text := current_setting(name, true);
+    database_value text;
+BEGIN
+    IF setting IS NULL THEN
+        RETURN false;
+    END IF;
+    FOR pass IN 1 .. 2 LOOP
+        IF pass = 2 THEN
+            SELECT substr(c.entry, char_length(name) + 2) INTO database_value
+              FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
+             WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+               AND s.setrole = 0
+               AND left(c.entry, char_length(name) + 1) = name || '=';
+            IF NOT FOUND THEN
+                RETURN false;
+            END IF;
+            setting := database_value;
+        END IF;
+        -- boolin's words and their unique prefixes ("o" is neither).
+        IF lower(btrim(setting)) = ANY ('{t,tr,tru,true,y,ye,yes,on,1}'::text[]) THEN
+            RETURN true;
+        END IF;
+        IF pass = 1 AND btrim(setting) = '' THEN
+            CONTINUE;    -- SET to '' leaves no value of its own
+        END IF;
+        IF NOT lower(btrim(setting)) = ANY ('{f,fa,fal,fals,false,n,no,of,off,0}'::text[]) THEN
+            RAISE EXCEPTION 'parameter "idem.require_scope_owner" requires a Boolean value'
+                USING ERRCODE = '22023',
+                      DETAIL = format('%s is %L.', CASE pass WHEN 1 THEN 'The session''s value'
+                                                            ELSE 'The database''s value' END, setting);
+        END IF;
+    END LOOP;
+    RETURN false;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_require_scope_owner() FROM PUBLIC;
+
+-- Why the calling role may not use the scope (the refusal's errdetail), or
+-- NULL when it may. The calling role is the session's (GetOuterUserId in
+-- C++): SET ROLE's role, else the login role; the SECURITY DEFINER switch
+-- of the body that calls this changes current_user, not the 'role'
+-- setting, and SET ROLE inside such a body is refused by PostgreSQL. The
+-- covering row is the longest scope_prefix the scope starts with, found
+-- through the primary key among the scope's own prefixes ('' included),
+-- never by reading the whole table. pg_has_role's MEMBER lets superusers
+-- pass, as is_member_of_role does; an owner OID left by a dropped role has
+-- no members.
+-- The lookup's plan is kept (force_generic_plan): the custom plans
+-- PL/pgSQL would otherwise choose, estimating the prefixes from the
+-- argument, cost a planning at every call, which is most of the lookup.
+CREATE FUNCTION idem.portable_scope_refusal(scope text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    owner oid;
+    caller name := CASE WHEN current_setting('role') = 'none' THEN session_user
+                        ELSE current_setting('role')::name END;
+BEGIN
+    -- The scope's prefixes all start alike: the longest is the greatest.
+    -- No prefix is longer than 255 characters (the table's CHECK), and a
+    -- call that takes any text (typical_duration) may pass a longer scope.
+    SELECT o.owner INTO owner
+      FROM idem.scope_owner o
+     WHERE o.scope_prefix = ANY (ARRAY(SELECT left(scope, n)
+                                         FROM generate_series(0, LEAST(char_length(scope), 255)) AS n))
+     ORDER BY o.scope_prefix DESC
+     LIMIT 1;
+    IF FOUND THEN
+        IF coalesce(pg_has_role(caller, owner, 'MEMBER'), false) THEN
+            RETURN NULL;
+        END IF;
+        RETURN format('The scope is owned by a role that role "%s" is not a member of (idem.scope_owner).', caller);
+    END IF;
+    IF current_setting('idem.require_scope_owner', true) IS NULL
+       OR NOT idem.portable_require_scope_owner()
+       OR pg_has_role(caller, (SELECT c.relowner FROM pg_catalog.pg_class c
+                                WHERE c.oid = 'idem.scope_owner'::regclass), 'MEMBER') THEN
+        RETURN NULL;
+    END IF;
+    RETURN 'No row of idem.scope_owner covers the scope, and idem.require_scope_owner is on.';
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_scope_refusal(text) FROM PUBLIC;
+
+-- The refusal every covered call raises first, right after its arguments
+-- are checked and before it reads a key: 42501, naming the scope and
+-- nothing about the key (src/policy/scope_owner.cpp's texts). NULL scope:
+-- nothing to check (the calls refuse a NULL scope themselves, first).
+-- Where no scope has an owner and the setting was never loaded (NULL:
+-- neither the session nor the database gave it), every scope may be used:
+-- answered by one look at the table, without the prefix lookup.
+CREATE OR REPLACE FUNCTION idem.portable_check_scope_owner(scope text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    refusal text;
+BEGIN
+    IF scope IS NULL
+       OR current_setting('idem.require_scope_owner', true) IS NULL
+          AND NOT EXISTS (SELECT FROM idem.scope_owner) THEN
+        RETURN;
+    END IF;
+    refusal := idem.portable_scope_refusal(scope);
+    IF refusal IS NOT NULL THEN
+        RAISE EXCEPTION 'permission denied for idempotency scope "%"', scope
+            USING ERRCODE = '42501', DETAIL = refusal,
+                  HINT = 'Grant the owning role to the calling role, or use a scope the calling role owns.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_check_scope_owner(text) FROM PUBLIC;
+
+-- The same rule as a boolean (outbox_lease's filter, may_use_scope); NULL
+-- scope: false.
+CREATE OR REPLACE FUNCTION idem.portable_may_use_scope(scope text)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT $1 IS NOT NULL AND idem.portable_scope_refusal($1) IS NULL
+$$;
+REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
+-- ==== end portable support for 1.2: owners ====
 
 UPDATE idem.installed_version SET version = '1.2', installed_at = pg_catalog.now();
 COMMIT;

@@ -222,7 +222,12 @@ sub portable_script {
 }
 
 my @supports;    # the support files the versions so far inserted
+my %supported;   # the functions those files created
 
+# A support file may replace (CREATE OR REPLACE) a function an earlier
+# support file created: a later version's schema gives it more to decide
+# (the 1.1 files' stand-ins for what 1.2's tables decide), and the update
+# scripts re-create the files in order, so the later one wins there too.
 sub support {
     my ($name) = @_;
     my $path = "portable/$name";
@@ -230,7 +235,15 @@ sub support {
     my $text = slurp($path);
     for my $statement (statements_of($text)) {
         die "$path: a support file holds only functions and their grants, not `$statement`\n"
-            unless $statement =~ /\A(?:CREATE FUNCTION|REVOKE|GRANT|COMMENT ON FUNCTION) /;
+            unless $statement =~ /\A(?:CREATE (?:OR REPLACE )?FUNCTION|REVOKE|GRANT|COMMENT ON FUNCTION) /;
+        if ($statement =~ /\ACREATE (OR REPLACE )?FUNCTION ([\w.]+)\(/) {
+            my ($replace, $function) = ($1, $2);
+            die "$path: CREATE OR REPLACE FUNCTION $function, which no earlier support file created\n"
+                if $replace && !$supported{$function};
+            die "$path: CREATE FUNCTION $function, which an earlier support file created (CREATE OR REPLACE it)\n"
+                if !$replace && $supported{$function};
+            $supported{$function} = 1;
+        }
     }
     push @supports, $name;
     return "-- ==== portable engine: $name ====\n" . $text;

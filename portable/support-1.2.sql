@@ -175,6 +175,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c idem.claim;
+    policy record;
     reason text;
     fname text;
     call text;
@@ -187,7 +188,13 @@ DECLARE
     message text;
     outcome record;
 BEGIN
-    SELECT * INTO c FROM idem.claim_idempotency_key(scope, key, request_hash, 'idem completer');
+    -- claim_idempotency_key's general claim without its owner check:
+    -- run_maintenance is an operator's call, which scopes' owners do not
+    -- cover (the completer's own calls are checked as any other).
+    policy := idem.portable_claim_policy(scope, key, NULL, NULL);
+    c := idem.portable_claim_once(scope, key, request_hash, 'idem completer', policy.lock_timeout,
+                                  policy.retention, policy.max_attempts,
+                                  CASE WHEN policy.bind THEN idem.portable_session_token() END);
     IF c.fence IS NULL OR c.kind IN ('replay_success', 'final_failure', 'processing_active') THEN
         RETURN 'not_owned';
     END IF;
@@ -249,3 +256,155 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_run_completer(text, text, text, oid) FROM PUBLIC;
 -- ==== end portable support for 1.2 ====
+
+-- ==== portable support for 1.2: scopes owned by roles (section "owners") ====
+-- src/policy/scope_owner.hpp in SQL. The C++ engine keeps idem.scope_owner
+-- in a per-backend cache dropped at each change's commit; these read the
+-- table at each call, under the statement's snapshot (docs/portable.md).
+-- Called from idem's SECURITY DEFINER bodies, which run as the extension's
+-- owner and so may read the table; PUBLIC may execute none of them.
+
+-- idem.require_scope_owner without the library is a placeholder any
+-- session may SET, so a tenant could turn it off. It is on when the
+-- session's value is on, or when the database's own value (ALTER DATABASE
+-- ... SET, pg_db_role_setting) is: a session can turn it on, not off.
+-- A value that is no boolean is refused as PostgreSQL refuses it for a
+-- registered boolean setting. The catalog is read only when the session's
+-- value is not on: NULL means the setting was never loaded in this session,
+-- so the database had no value when it began, which is when the C++
+-- engine's registered setting takes the database's value too.
+CREATE FUNCTION idem.portable_require_scope_owner()
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    name constant text := 'idem.require_scope_owner';
+    setting text := current_setting(name, true);
+    database_value text;
+BEGIN
+    IF setting IS NULL THEN
+        RETURN false;
+    END IF;
+    FOR pass IN 1 .. 2 LOOP
+        IF pass = 2 THEN
+            SELECT substr(c.entry, char_length(name) + 2) INTO database_value
+              FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
+             WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+               AND s.setrole = 0
+               AND left(c.entry, char_length(name) + 1) = name || '=';
+            IF NOT FOUND THEN
+                RETURN false;
+            END IF;
+            setting := database_value;
+        END IF;
+        -- boolin's words and their unique prefixes ("o" is neither).
+        IF lower(btrim(setting)) = ANY ('{t,tr,tru,true,y,ye,yes,on,1}'::text[]) THEN
+            RETURN true;
+        END IF;
+        IF pass = 1 AND btrim(setting) = '' THEN
+            CONTINUE;    -- SET to '' leaves no value of its own
+        END IF;
+        IF NOT lower(btrim(setting)) = ANY ('{f,fa,fal,fals,false,n,no,of,off,0}'::text[]) THEN
+            RAISE EXCEPTION 'parameter "idem.require_scope_owner" requires a Boolean value'
+                USING ERRCODE = '22023',
+                      DETAIL = format('%s is %L.', CASE pass WHEN 1 THEN 'The session''s value'
+                                                            ELSE 'The database''s value' END, setting);
+        END IF;
+    END LOOP;
+    RETURN false;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_require_scope_owner() FROM PUBLIC;
+
+-- Why the calling role may not use the scope (the refusal's errdetail), or
+-- NULL when it may. The calling role is the session's (GetOuterUserId in
+-- C++): SET ROLE's role, else the login role; the SECURITY DEFINER switch
+-- of the body that calls this changes current_user, not the 'role'
+-- setting, and SET ROLE inside such a body is refused by PostgreSQL. The
+-- covering row is the longest scope_prefix the scope starts with, found
+-- through the primary key among the scope's own prefixes ('' included),
+-- never by reading the whole table. pg_has_role's MEMBER lets superusers
+-- pass, as is_member_of_role does; an owner OID left by a dropped role has
+-- no members.
+-- The lookup's plan is kept (force_generic_plan): the custom plans
+-- PL/pgSQL would otherwise choose, estimating the prefixes from the
+-- argument, cost a planning at every call, which is most of the lookup.
+CREATE FUNCTION idem.portable_scope_refusal(scope text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    owner oid;
+    caller name := CASE WHEN current_setting('role') = 'none' THEN session_user
+                        ELSE current_setting('role')::name END;
+BEGIN
+    -- The scope's prefixes all start alike: the longest is the greatest.
+    -- No prefix is longer than 255 characters (the table's CHECK), and a
+    -- call that takes any text (typical_duration) may pass a longer scope.
+    SELECT o.owner INTO owner
+      FROM idem.scope_owner o
+     WHERE o.scope_prefix = ANY (ARRAY(SELECT left(scope, n)
+                                         FROM generate_series(0, LEAST(char_length(scope), 255)) AS n))
+     ORDER BY o.scope_prefix DESC
+     LIMIT 1;
+    IF FOUND THEN
+        IF coalesce(pg_has_role(caller, owner, 'MEMBER'), false) THEN
+            RETURN NULL;
+        END IF;
+        RETURN format('The scope is owned by a role that role "%s" is not a member of (idem.scope_owner).', caller);
+    END IF;
+    IF current_setting('idem.require_scope_owner', true) IS NULL
+       OR NOT idem.portable_require_scope_owner()
+       OR pg_has_role(caller, (SELECT c.relowner FROM pg_catalog.pg_class c
+                                WHERE c.oid = 'idem.scope_owner'::regclass), 'MEMBER') THEN
+        RETURN NULL;
+    END IF;
+    RETURN 'No row of idem.scope_owner covers the scope, and idem.require_scope_owner is on.';
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_scope_refusal(text) FROM PUBLIC;
+
+-- The refusal every covered call raises first, right after its arguments
+-- are checked and before it reads a key: 42501, naming the scope and
+-- nothing about the key (src/policy/scope_owner.cpp's texts). NULL scope:
+-- nothing to check (the calls refuse a NULL scope themselves, first).
+-- Where no scope has an owner and the setting was never loaded (NULL:
+-- neither the session nor the database gave it), every scope may be used:
+-- answered by one look at the table, without the prefix lookup.
+CREATE OR REPLACE FUNCTION idem.portable_check_scope_owner(scope text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    refusal text;
+BEGIN
+    IF scope IS NULL
+       OR current_setting('idem.require_scope_owner', true) IS NULL
+          AND NOT EXISTS (SELECT FROM idem.scope_owner) THEN
+        RETURN;
+    END IF;
+    refusal := idem.portable_scope_refusal(scope);
+    IF refusal IS NOT NULL THEN
+        RAISE EXCEPTION 'permission denied for idempotency scope "%"', scope
+            USING ERRCODE = '42501', DETAIL = refusal,
+                  HINT = 'Grant the owning role to the calling role, or use a scope the calling role owns.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_check_scope_owner(text) FROM PUBLIC;
+
+-- The same rule as a boolean (outbox_lease's filter, may_use_scope); NULL
+-- scope: false.
+CREATE OR REPLACE FUNCTION idem.portable_may_use_scope(scope text)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT $1 IS NOT NULL AND idem.portable_scope_refusal($1) IS NULL
+$$;
+REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
+-- ==== end portable support for 1.2: owners ====

@@ -22,6 +22,7 @@ DECLARE
     poll_ms double precision := 1;
     sleep_ms double precision;
     now timestamptz;
+    waited boolean := false;
 BEGIN
     -- The checks' functions run only for a bad argument (they raise its error).
     IF scope IS NULL OR key IS NULL OR request_hash IS NULL OR request_hash = ''
@@ -30,6 +31,10 @@ BEGIN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
     END IF;
+    -- The scope's owner (portable/support-1.2.sql), before any key is read,
+    -- and again before each later attempt: an owner changed while the call
+    -- waits is seen (each statement of a READ COMMITTED wait reads anew).
+    PERFORM idem.portable_check_scope_owner(scope);
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
     bound := CASE WHEN policy.bind THEN idem.portable_session_token() END;
     started := pg_catalog.clock_timestamp();
@@ -40,6 +45,10 @@ BEGIN
                                         policy.retention, policy.max_attempts, bound);
     END IF;
     LOOP
+        IF waited THEN
+            PERFORM idem.portable_check_scope_owner(scope);
+        END IF;
+        waited := true;
         BEGIN
             answer := idem.portable_claim_once(scope, key, request_hash, claimed_by,
                                                policy.lock_timeout, policy.retention,

@@ -46,6 +46,8 @@ BEGIN
                   DETAIL = pg_catalog.format('retention was %s.', $4),
                   HINT = 'Pass a positive interval, or NULL for idem.inbox_retention.';
     END IF;
+    -- The consumer is the scope its owner check names.
+    PERFORM idem.portable_check_scope_owner($1);
 
     IF $4 IS NOT NULL THEN
         expiry := clock + $4;

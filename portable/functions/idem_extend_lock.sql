@@ -11,6 +11,7 @@ BEGIN
     PERFORM idem.portable_require_fence(fence, scope, key);
     PERFORM idem.portable_require_positive_interval(extend_by, 'extend_by', now, scope, key,
         'Pass how much longer the lock must hold from now, such as ''5 minutes''; extend_lock never shortens a lock.');
+    PERFORM idem.portable_check_scope_owner(scope);
     UPDATE idem.idempotency_request AS r
        SET status = 'processing',
            locked_until = GREATEST(r.locked_until, now + extend_lock.extend_by),

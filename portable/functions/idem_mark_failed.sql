@@ -23,6 +23,7 @@ BEGIN
         END IF;
         PERFORM idem.portable_check_response_code(response_code, false, scope, key);
     END IF;
+    PERFORM idem.portable_check_scope_owner(scope);
     UPDATE idem.idempotency_request AS r
        SET status = CASE WHEN mark_failed.retryable THEN 'failed_retryable'::idem.idempotency_status
                          ELSE 'failed_final'::idem.idempotency_status END,

@@ -17,6 +17,7 @@ BEGIN
         PERFORM idem.portable_require_fence(fence, scope, key);
         PERFORM idem.portable_check_response_code(response_code, true, scope, key);
     END IF;
+    PERFORM idem.portable_check_scope_owner(scope);
     UPDATE idem.idempotency_request AS r
        SET status = 'succeeded', recovery_point = 'finished',
            response_code = mark_succeeded.response_code,

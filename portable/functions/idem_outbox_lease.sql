@@ -29,6 +29,8 @@ BEGIN
         AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
         AND e.available_at <= pg_catalog.statement_timestamp()
         AND ($3 IS NULL OR e.event_type = ANY ($3))
+        -- Only events of scopes the calling role may use, before the LIMIT.
+        AND idem.portable_may_use_scope(e.scope)
         AND NOT EXISTS (
           SELECT
           FROM idem.outbox_event p

@@ -72,6 +72,7 @@ BEGIN
                                              idem.portable_msg_quoted($3, 40), identity_bytes, 2600),
                   HINT = 'Use a shorter event_type.';
     END IF;
+    PERFORM idem.portable_check_scope_owner($1);
     IF $6 IS NOT NULL THEN
         PERFORM pg_catalog.pg_advisory_xact_lock(1768187245,
                     pg_catalog.hashtext(COALESCE($5, '') || '/' || $6));

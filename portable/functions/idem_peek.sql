@@ -17,6 +17,7 @@ BEGIN
        OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255 THEN
         PERFORM idem.portable_require_scope_and_key(scope, key);
     END IF;
+    PERFORM idem.portable_check_scope_owner(scope);
     SELECT * INTO r FROM idem.idempotency_request t
      WHERE t.scope = peek.scope AND t.key = peek.key;
     IF NOT FOUND OR (r.status <> 'processing' AND r.expires_at <= now) THEN

@@ -17,6 +17,7 @@ BEGIN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_fence(fence, scope, key);
     END IF;
+    PERFORM idem.portable_check_scope_owner(scope);
     DELETE FROM idem.idempotency_request AS r
      WHERE r.scope = release.scope AND r.key = release.key
        AND r.fence = release.fence

@@ -16,6 +16,8 @@ BEGIN
                                              idem.portable_msg_quoted($2, 40)),
                   HINT = 'Pass the message''s own id, as the broker delivers it.';
     END IF;
+    -- The consumer is the scope its owner check names.
+    PERFORM idem.portable_check_scope_owner($1);
     UPDATE idem.consumed_message m
        SET result_ref_type = $3,
            result_ref_id = $4

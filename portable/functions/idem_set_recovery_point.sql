@@ -13,6 +13,7 @@ BEGIN
             USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
                   HINT = 'Call idem.mark_succeeded to finish the request.';
     END IF;
+    PERFORM idem.portable_check_scope_owner(scope);
     UPDATE idem.idempotency_request AS r
        SET recovery_point = set_recovery_point.recovery_point, updated_at = now
      WHERE r.scope = set_recovery_point.scope AND r.key = set_recovery_point.key

@@ -13,6 +13,7 @@
 LANGUAGE plpgsql
 AS $function$
 BEGIN
+    PERFORM idem.portable_check_scope_owner(scope);
     RETURN idem.portable_typical_duration(scope);
 END
 $function$
