@@ -138,7 +138,9 @@ bool scope_owners_loaded() {
 void require_scope_owner(const text *scope, SourceLocation where) {
   Verdict verdict = judge(scope);
   if (verdict == Verdict::allowed) return;
-  const char *role = GetUserNameFromId(calling_role(), false);
+  // A session may outlive the DROP ROLE of the role it runs as.
+  const char *role = GetUserNameFromId(calling_role(), true);
+  if (role == nullptr) role = "(dropped role)";
   IDEM_EREPORT_AT(
       where,
       (errcode_of(sqlstate::scope_not_owned),
