@@ -2499,38 +2499,74 @@ BEGIN
                   DETAIL = pg_catalog.format('lease was %s.', COALESCE($2::text, 'NULL')),
                   HINT = 'Pass a lease longer than one delivery takes.';
     END IF;
-    RETURN QUERY
-    WITH due AS (
-      SELECT e.id AS due_id
-      FROM idem.outbox_event e
-      WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
-        AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
-        AND e.available_at <= pg_catalog.statement_timestamp()
-        AND ($3 IS NULL OR e.event_type = ANY ($3))
-        -- Only events of scopes the calling role may use, before the LIMIT.
-        AND idem.portable_may_use_scope(e.scope)
-        AND NOT EXISTS (
-          SELECT
-          FROM idem.outbox_event p
-          WHERE e.aggregate_id IS NOT NULL
-            AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
-            AND p.aggregate_id IS NOT NULL
-            AND (p.aggregate_type = e.aggregate_type
-                 OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
-            AND p.aggregate_id = e.aggregate_id
-            AND p.id < e.id)
-      ORDER BY e.id
-      LIMIT $1
-      FOR UPDATE OF e SKIP LOCKED)
-    UPDATE idem.outbox_event o
-    SET status = 'leased'::idem.outbox_status,
-        lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
-        leased_until = pg_catalog.statement_timestamp() + $2,
-        attempt_count = o.attempt_count + 1
-    FROM due
-    WHERE o.id = due.due_id
-    RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
-              o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    -- Only events of scopes the calling role may use, filtered before the
+    -- LIMIT (src/messages/message_statements.cpp, outbox_lease). A 1.1
+    -- schema has no idem.may_use_scope and no owners: its statement has no
+    -- filter (the C++ engine's outbox_lease_11).
+    IF pg_catalog.to_regprocedure('idem.may_use_scope(text)') IS NOT NULL THEN
+        RETURN QUERY
+        WITH due AS (
+          SELECT e.id AS due_id
+          FROM idem.outbox_event e
+          WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
+            AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
+            AND e.available_at <= pg_catalog.statement_timestamp()
+            AND ($3 IS NULL OR e.event_type = ANY ($3))
+            AND idem.may_use_scope(e.scope)
+            AND NOT EXISTS (
+              SELECT
+              FROM idem.outbox_event p
+              WHERE e.aggregate_id IS NOT NULL
+                AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
+                AND p.aggregate_id IS NOT NULL
+                AND (p.aggregate_type = e.aggregate_type
+                     OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+                AND p.aggregate_id = e.aggregate_id
+                AND p.id < e.id)
+          ORDER BY e.id
+          LIMIT $1
+          FOR UPDATE OF e SKIP LOCKED)
+        UPDATE idem.outbox_event o
+        SET status = 'leased'::idem.outbox_status,
+            lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+            leased_until = pg_catalog.statement_timestamp() + $2,
+            attempt_count = o.attempt_count + 1
+        FROM due
+        WHERE o.id = due.due_id
+        RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+                  o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    ELSE
+        RETURN QUERY
+        WITH due AS (
+          SELECT e.id AS due_id
+          FROM idem.outbox_event e
+          WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
+            AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
+            AND e.available_at <= pg_catalog.statement_timestamp()
+            AND ($3 IS NULL OR e.event_type = ANY ($3))
+            AND NOT EXISTS (
+              SELECT
+              FROM idem.outbox_event p
+              WHERE e.aggregate_id IS NOT NULL
+                AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
+                AND p.aggregate_id IS NOT NULL
+                AND (p.aggregate_type = e.aggregate_type
+                     OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+                AND p.aggregate_id = e.aggregate_id
+                AND p.id < e.id)
+          ORDER BY e.id
+          LIMIT $1
+          FOR UPDATE OF e SKIP LOCKED)
+        UPDATE idem.outbox_event o
+        SET status = 'leased'::idem.outbox_status,
+            lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+            leased_until = pg_catalog.statement_timestamp() + $2,
+            attempt_count = o.attempt_count + 1
+        FROM due
+        WHERE o.id = due.due_id
+        RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+                  o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    END IF;
 END
 $function$
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 100
@@ -3897,11 +3933,15 @@ COMMENT ON TABLE idem.scope_owner IS
 CREATE FUNCTION idem.check_scope_owner(scope text)
 RETURNS void
 -- check_scope_owner (src/policy/scope_owner.cpp): 42501 naming the scope
--- when the calling role may not use it. The decision is
--- idem.portable_scope_refusal (portable/support-1.2.sql), the one every
--- covered body asks through idem.portable_check_scope_owner.
+-- when the calling role may not use it; a NULL scope is P4000, as a claim
+-- refuses it. The decision is idem.portable_scope_refusal
+-- (portable/support-1.2.sql), the one every covered body asks through
+-- idem.portable_check_scope_owner.
 AS $function$
 BEGIN
+    IF scope IS NULL THEN
+        PERFORM idem.portable_require_scope_and_key(scope, NULL);
+    END IF;
     PERFORM idem.portable_check_scope_owner(scope);
 END
 $function$
@@ -4429,8 +4469,9 @@ REVOKE ALL ON FUNCTION idem.portable_scope_refusal(text) FROM PUBLIC;
 
 -- The refusal every covered call raises first, right after its arguments
 -- are checked and before it reads a key: 42501, naming the scope and
--- nothing about the key (src/policy/scope_owner.cpp's texts). NULL scope:
--- nothing to check (the calls refuse a NULL scope themselves, first).
+-- nothing about the key (src/policy/scope_owner.cpp's texts, the scope
+-- cut as every message cuts a caller's text). NULL scope: nothing to check
+-- (the calls refuse a NULL scope themselves, first; check_scope_owner too).
 -- Where no scope has an owner and the setting was never loaded (NULL:
 -- neither the session nor the database gave it), every scope may be used:
 -- answered by one look at the table, without the prefix lookup.
@@ -4449,7 +4490,7 @@ BEGIN
     END IF;
     refusal := idem.portable_scope_refusal(scope);
     IF refusal IS NOT NULL THEN
-        RAISE EXCEPTION 'permission denied for idempotency scope "%"', scope
+        RAISE EXCEPTION 'permission denied for idempotency scope "%"', idem.portable_excerpt(scope)
             USING ERRCODE = '42501', DETAIL = refusal,
                   HINT = 'Grant the owning role to the calling role, or use a scope the calling role owns.';
     END IF;
@@ -6965,38 +7006,74 @@ BEGIN
                   DETAIL = pg_catalog.format('lease was %s.', COALESCE($2::text, 'NULL')),
                   HINT = 'Pass a lease longer than one delivery takes.';
     END IF;
-    RETURN QUERY
-    WITH due AS (
-      SELECT e.id AS due_id
-      FROM idem.outbox_event e
-      WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
-        AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
-        AND e.available_at <= pg_catalog.statement_timestamp()
-        AND ($3 IS NULL OR e.event_type = ANY ($3))
-        -- Only events of scopes the calling role may use, before the LIMIT.
-        AND idem.portable_may_use_scope(e.scope)
-        AND NOT EXISTS (
-          SELECT
-          FROM idem.outbox_event p
-          WHERE e.aggregate_id IS NOT NULL
-            AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
-            AND p.aggregate_id IS NOT NULL
-            AND (p.aggregate_type = e.aggregate_type
-                 OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
-            AND p.aggregate_id = e.aggregate_id
-            AND p.id < e.id)
-      ORDER BY e.id
-      LIMIT $1
-      FOR UPDATE OF e SKIP LOCKED)
-    UPDATE idem.outbox_event o
-    SET status = 'leased'::idem.outbox_status,
-        lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
-        leased_until = pg_catalog.statement_timestamp() + $2,
-        attempt_count = o.attempt_count + 1
-    FROM due
-    WHERE o.id = due.due_id
-    RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
-              o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    -- Only events of scopes the calling role may use, filtered before the
+    -- LIMIT (src/messages/message_statements.cpp, outbox_lease). A 1.1
+    -- schema has no idem.may_use_scope and no owners: its statement has no
+    -- filter (the C++ engine's outbox_lease_11).
+    IF pg_catalog.to_regprocedure('idem.may_use_scope(text)') IS NOT NULL THEN
+        RETURN QUERY
+        WITH due AS (
+          SELECT e.id AS due_id
+          FROM idem.outbox_event e
+          WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
+            AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
+            AND e.available_at <= pg_catalog.statement_timestamp()
+            AND ($3 IS NULL OR e.event_type = ANY ($3))
+            AND idem.may_use_scope(e.scope)
+            AND NOT EXISTS (
+              SELECT
+              FROM idem.outbox_event p
+              WHERE e.aggregate_id IS NOT NULL
+                AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
+                AND p.aggregate_id IS NOT NULL
+                AND (p.aggregate_type = e.aggregate_type
+                     OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+                AND p.aggregate_id = e.aggregate_id
+                AND p.id < e.id)
+          ORDER BY e.id
+          LIMIT $1
+          FOR UPDATE OF e SKIP LOCKED)
+        UPDATE idem.outbox_event o
+        SET status = 'leased'::idem.outbox_status,
+            lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+            leased_until = pg_catalog.statement_timestamp() + $2,
+            attempt_count = o.attempt_count + 1
+        FROM due
+        WHERE o.id = due.due_id
+        RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+                  o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    ELSE
+        RETURN QUERY
+        WITH due AS (
+          SELECT e.id AS due_id
+          FROM idem.outbox_event e
+          WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
+            AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
+            AND e.available_at <= pg_catalog.statement_timestamp()
+            AND ($3 IS NULL OR e.event_type = ANY ($3))
+            AND NOT EXISTS (
+              SELECT
+              FROM idem.outbox_event p
+              WHERE e.aggregate_id IS NOT NULL
+                AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
+                AND p.aggregate_id IS NOT NULL
+                AND (p.aggregate_type = e.aggregate_type
+                     OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+                AND p.aggregate_id = e.aggregate_id
+                AND p.id < e.id)
+          ORDER BY e.id
+          LIMIT $1
+          FOR UPDATE OF e SKIP LOCKED)
+        UPDATE idem.outbox_event o
+        SET status = 'leased'::idem.outbox_status,
+            lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+            leased_until = pg_catalog.statement_timestamp() + $2,
+            attempt_count = o.attempt_count + 1
+        FROM due
+        WHERE o.id = due.due_id
+        RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+                  o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    END IF;
 END
 $function$
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 100
@@ -10339,38 +10416,74 @@ BEGIN
                   DETAIL = pg_catalog.format('lease was %s.', COALESCE($2::text, 'NULL')),
                   HINT = 'Pass a lease longer than one delivery takes.';
     END IF;
-    RETURN QUERY
-    WITH due AS (
-      SELECT e.id AS due_id
-      FROM idem.outbox_event e
-      WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
-        AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
-        AND e.available_at <= pg_catalog.statement_timestamp()
-        AND ($3 IS NULL OR e.event_type = ANY ($3))
-        -- Only events of scopes the calling role may use, before the LIMIT.
-        AND idem.portable_may_use_scope(e.scope)
-        AND NOT EXISTS (
-          SELECT
-          FROM idem.outbox_event p
-          WHERE e.aggregate_id IS NOT NULL
-            AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
-            AND p.aggregate_id IS NOT NULL
-            AND (p.aggregate_type = e.aggregate_type
-                 OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
-            AND p.aggregate_id = e.aggregate_id
-            AND p.id < e.id)
-      ORDER BY e.id
-      LIMIT $1
-      FOR UPDATE OF e SKIP LOCKED)
-    UPDATE idem.outbox_event o
-    SET status = 'leased'::idem.outbox_status,
-        lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
-        leased_until = pg_catalog.statement_timestamp() + $2,
-        attempt_count = o.attempt_count + 1
-    FROM due
-    WHERE o.id = due.due_id
-    RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
-              o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    -- Only events of scopes the calling role may use, filtered before the
+    -- LIMIT (src/messages/message_statements.cpp, outbox_lease). A 1.1
+    -- schema has no idem.may_use_scope and no owners: its statement has no
+    -- filter (the C++ engine's outbox_lease_11).
+    IF pg_catalog.to_regprocedure('idem.may_use_scope(text)') IS NOT NULL THEN
+        RETURN QUERY
+        WITH due AS (
+          SELECT e.id AS due_id
+          FROM idem.outbox_event e
+          WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
+            AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
+            AND e.available_at <= pg_catalog.statement_timestamp()
+            AND ($3 IS NULL OR e.event_type = ANY ($3))
+            AND idem.may_use_scope(e.scope)
+            AND NOT EXISTS (
+              SELECT
+              FROM idem.outbox_event p
+              WHERE e.aggregate_id IS NOT NULL
+                AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
+                AND p.aggregate_id IS NOT NULL
+                AND (p.aggregate_type = e.aggregate_type
+                     OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+                AND p.aggregate_id = e.aggregate_id
+                AND p.id < e.id)
+          ORDER BY e.id
+          LIMIT $1
+          FOR UPDATE OF e SKIP LOCKED)
+        UPDATE idem.outbox_event o
+        SET status = 'leased'::idem.outbox_status,
+            lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+            leased_until = pg_catalog.statement_timestamp() + $2,
+            attempt_count = o.attempt_count + 1
+        FROM due
+        WHERE o.id = due.due_id
+        RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+                  o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    ELSE
+        RETURN QUERY
+        WITH due AS (
+          SELECT e.id AS due_id
+          FROM idem.outbox_event e
+          WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
+            AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
+            AND e.available_at <= pg_catalog.statement_timestamp()
+            AND ($3 IS NULL OR e.event_type = ANY ($3))
+            AND NOT EXISTS (
+              SELECT
+              FROM idem.outbox_event p
+              WHERE e.aggregate_id IS NOT NULL
+                AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
+                AND p.aggregate_id IS NOT NULL
+                AND (p.aggregate_type = e.aggregate_type
+                     OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+                AND p.aggregate_id = e.aggregate_id
+                AND p.id < e.id)
+          ORDER BY e.id
+          LIMIT $1
+          FOR UPDATE OF e SKIP LOCKED)
+        UPDATE idem.outbox_event o
+        SET status = 'leased'::idem.outbox_status,
+            lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+            leased_until = pg_catalog.statement_timestamp() + $2,
+            attempt_count = o.attempt_count + 1
+        FROM due
+        WHERE o.id = due.due_id
+        RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+                  o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    END IF;
 END
 $function$
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 100
@@ -10949,11 +11062,15 @@ COMMENT ON TABLE idem.scope_owner IS
 CREATE FUNCTION idem.check_scope_owner(scope text)
 RETURNS void
 -- check_scope_owner (src/policy/scope_owner.cpp): 42501 naming the scope
--- when the calling role may not use it. The decision is
--- idem.portable_scope_refusal (portable/support-1.2.sql), the one every
--- covered body asks through idem.portable_check_scope_owner.
+-- when the calling role may not use it; a NULL scope is P4000, as a claim
+-- refuses it. The decision is idem.portable_scope_refusal
+-- (portable/support-1.2.sql), the one every covered body asks through
+-- idem.portable_check_scope_owner.
 AS $function$
 BEGIN
+    IF scope IS NULL THEN
+        PERFORM idem.portable_require_scope_and_key(scope, NULL);
+    END IF;
     PERFORM idem.portable_check_scope_owner(scope);
 END
 $function$
@@ -11481,8 +11598,9 @@ REVOKE ALL ON FUNCTION idem.portable_scope_refusal(text) FROM PUBLIC;
 
 -- The refusal every covered call raises first, right after its arguments
 -- are checked and before it reads a key: 42501, naming the scope and
--- nothing about the key (src/policy/scope_owner.cpp's texts). NULL scope:
--- nothing to check (the calls refuse a NULL scope themselves, first).
+-- nothing about the key (src/policy/scope_owner.cpp's texts, the scope
+-- cut as every message cuts a caller's text). NULL scope: nothing to check
+-- (the calls refuse a NULL scope themselves, first; check_scope_owner too).
 -- Where no scope has an owner and the setting was never loaded (NULL:
 -- neither the session nor the database gave it), every scope may be used:
 -- answered by one look at the table, without the prefix lookup.
@@ -11501,7 +11619,7 @@ BEGIN
     END IF;
     refusal := idem.portable_scope_refusal(scope);
     IF refusal IS NOT NULL THEN
-        RAISE EXCEPTION 'permission denied for idempotency scope "%"', scope
+        RAISE EXCEPTION 'permission denied for idempotency scope "%"', idem.portable_excerpt(scope)
             USING ERRCODE = '42501', DETAIL = refusal,
                   HINT = 'Grant the owning role to the calling role, or use a scope the calling role owns.';
     END IF;

@@ -369,8 +369,9 @@ REVOKE ALL ON FUNCTION idem.portable_scope_refusal(text) FROM PUBLIC;
 
 -- The refusal every covered call raises first, right after its arguments
 -- are checked and before it reads a key: 42501, naming the scope and
--- nothing about the key (src/policy/scope_owner.cpp's texts). NULL scope:
--- nothing to check (the calls refuse a NULL scope themselves, first).
+-- nothing about the key (src/policy/scope_owner.cpp's texts, the scope
+-- cut as every message cuts a caller's text). NULL scope: nothing to check
+-- (the calls refuse a NULL scope themselves, first; check_scope_owner too).
 -- Where no scope has an owner and the setting was never loaded (NULL:
 -- neither the session nor the database gave it), every scope may be used:
 -- answered by one look at the table, without the prefix lookup.
@@ -389,7 +390,7 @@ BEGIN
     END IF;
     refusal := idem.portable_scope_refusal(scope);
     IF refusal IS NOT NULL THEN
-        RAISE EXCEPTION 'permission denied for idempotency scope "%"', scope
+        RAISE EXCEPTION 'permission denied for idempotency scope "%"', idem.portable_excerpt(scope)
             USING ERRCODE = '42501', DETAIL = refusal,
                   HINT = 'Grant the owning role to the calling role, or use a scope the calling role owns.';
     END IF;

@@ -10,6 +10,10 @@
 -- pg_catalog, pg_temp. The end of the file lists every SECURITY DEFINER
 -- function of schema idem and fails for one that is not pinned so, or that
 -- this file did not call: a new one cannot be added without being tried here.
+-- Since 1.2 it also meets scopes owned by roles (issue #32): a tenant's
+-- scopes refuse it alike for keys that exist and keys that do not, and it
+-- gets past that check by no write, setting, role switch, wrapper or
+-- temporary object of its own.
 \set VERBOSITY terse
 SET client_min_messages = warning;
 
@@ -420,7 +424,241 @@ SET search_path = hostile61, pg_catalog;
 SELECT idem.purge_published() OPERATOR(pg_catalog.>=) 1 AS purged_events;
 RESET search_path;
 RESET ROLE;
+
+-- ==== 1.2: scopes owned by roles ====
+-- Another tenant owns the scopes under v61/ (keys, a message, an event, a
+-- policy); the role owns those under o61/. Every call the contract covers
+-- must refuse the role on v61/ with one and the same 42501 whether the key
+-- exists or not, and run none of the role's shadows; the role must not get
+-- past the check by writing idem.scope_owner or a policy, through the
+-- tenant's own SECURITY DEFINER function, by objects in pg_temp, by SET, or
+-- (as a login of its own, further down) by SET ROLE.
+CREATE ROLE idem_tenant61 NOLOGIN;
+GRANT USAGE ON SCHEMA idem TO idem_tenant61;
+GRANT EXECUTE ON FUNCTION idem.claim_idempotency_key(text, text, text, text, interval, interval)
+  TO idem_tenant61;
+INSERT INTO idem.scope_owner VALUES ('v61/', 'idem_tenant61'), ('o61/', 'idem_hostile61');
+SELECT fence AS vf1 FROM idem.claim_idempotency_key('v61/a', 'k1', 'h') \gset
+SELECT kind FROM idem.mark_succeeded_returning('v61/a', 'k1', :vf1, 200, '{"secret": 1}');
+SELECT fence AS vf2 FROM idem.claim_idempotency_key('v61/a', 'k2', 'h') \gset
+SELECT idem.consume_once('v61/a', 'm1', 'h') AS consumed;
+SELECT idem.outbox_put('v61/a', 'e1', 'v61_event', '{"n": 1}') IS NOT NULL AS put;
+INSERT INTO idem.scope_policy (scope, lock_timeout) VALUES ('v61/p', '1 minute');
+-- The tenant's own wrapper: SECURITY DEFINER, owned by the owning role.
+CREATE FUNCTION public.h61_tenant_claim(k text) RETURNS idem.claim_kind
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT kind FROM idem.claim_idempotency_key('v61/a', k, 'h') $$;
+ALTER FUNCTION public.h61_tenant_claim(text) OWNER TO idem_tenant61;
+GRANT EXECUTE ON FUNCTION public.h61_tenant_claim(text) TO idem_hostile61;
+
+-- The role's probes: each call on a key (message, event) that exists and
+-- on one that does not, with the whole error (SQLSTATE, message, detail,
+-- hint) each answered. Its own body resolves no operator and no function
+-- but pg_catalog's, by name.
+CREATE TABLE public.h61_probe (call text, present text, absent text);
+GRANT INSERT ON public.h61_probe TO idem_hostile61;
+CREATE FUNCTION public.h61_error(statement text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  detail text;
+  hint text;
+BEGIN
+  EXECUTE statement;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+  RETURN pg_catalog.format('%s: %s | %s | %s', SQLSTATE, SQLERRM, detail, hint);
+END $$;
+
+SET ROLE idem_hostile61;
+SET search_path = hostile61, pg_catalog;
+-- Its own scopes: the calls work, the two questions answer.
+SELECT fence AS of1 FROM idem.claim_idempotency_key('o61/a', 'k1', 'h') \gset
+SELECT idem.mark_succeeded('o61/a', 'k1', :of1, 201, '{"mine": true}');
+SELECT kind, response_code FROM idem.stored_answer('o61/a', 'k1');
+SELECT idem.retry_after('o61/a', c) AS no_retry_after, c.kind
+  FROM idem.claim_idempotency_key('o61/a', 'k1', 'h') c;
+SELECT idem.typical_duration('o61/a') IS NOT NULL AS typical_known;
+SELECT idem.check_scope_owner('o61/a');
+SELECT idem.may_use_scope('o61/a') AS own, idem.may_use_scope('v61/a') AS tenants,
+       idem.may_use_scope('h61') AS uncovered, idem.may_use_scope(NULL) AS null_scope;
+-- The tenant's: every covered call, on what exists and on what does not.
+INSERT INTO public.h61_probe VALUES
+  ('claim_idempotency_key',
+   public.h61_error($$SELECT idem.claim_idempotency_key('v61/a', 'k1', 'h')$$),
+   public.h61_error($$SELECT idem.claim_idempotency_key('v61/a', 'nope', 'h')$$)),
+  ('claim_idempotency_key, other hash',
+   public.h61_error($$SELECT idem.claim_idempotency_key('v61/a', 'k1', 'other')$$),
+   public.h61_error($$SELECT idem.claim_idempotency_key('v61/a', 'nope', 'other')$$)),
+  ('claim_or_wait',
+   public.h61_error($$SELECT idem.claim_or_wait('v61/a', 'k2', 'h', '1 second')$$),
+   public.h61_error($$SELECT idem.claim_or_wait('v61/a', 'nope', 'h', '1 second')$$)),
+  ('mark_succeeded',
+   public.h61_error(pg_catalog.format($$SELECT idem.mark_succeeded('v61/a', 'k2', %s, 200)$$, :vf2)),
+   public.h61_error(pg_catalog.format($$SELECT idem.mark_succeeded('v61/a', 'nope', %s, 200)$$, :vf2))),
+  ('mark_failed',
+   public.h61_error(pg_catalog.format($$SELECT idem.mark_failed('v61/a', 'k2', %s, true, 'x')$$, :vf2)),
+   public.h61_error(pg_catalog.format($$SELECT idem.mark_failed('v61/a', 'nope', %s, true, 'x')$$, :vf2))),
+  ('mark_succeeded_returning',
+   public.h61_error(pg_catalog.format($$SELECT idem.mark_succeeded_returning('v61/a', 'k2', %s, 200)$$, :vf2)),
+   public.h61_error(pg_catalog.format($$SELECT idem.mark_succeeded_returning('v61/a', 'nope', %s, 200)$$, :vf2))),
+  ('mark_failed_returning',
+   public.h61_error(pg_catalog.format($$SELECT idem.mark_failed_returning('v61/a', 'k2', %s, false, 'x')$$, :vf2)),
+   public.h61_error(pg_catalog.format($$SELECT idem.mark_failed_returning('v61/a', 'nope', %s, false, 'x')$$, :vf2))),
+  ('set_recovery_point',
+   public.h61_error(pg_catalog.format($$SELECT idem.set_recovery_point('v61/a', 'k2', %s, 'p')$$, :vf2)),
+   public.h61_error(pg_catalog.format($$SELECT idem.set_recovery_point('v61/a', 'nope', %s, 'p')$$, :vf2))),
+  ('extend_lock',
+   public.h61_error(pg_catalog.format($$SELECT idem.extend_lock('v61/a', 'k2', %s, '1 minute')$$, :vf2)),
+   public.h61_error(pg_catalog.format($$SELECT idem.extend_lock('v61/a', 'nope', %s, '1 minute')$$, :vf2))),
+  ('release',
+   public.h61_error(pg_catalog.format($$SELECT idem.release('v61/a', 'k2', %s)$$, :vf2)),
+   public.h61_error(pg_catalog.format($$SELECT idem.release('v61/a', 'nope', %s)$$, :vf2))),
+  ('peek',
+   public.h61_error($$SELECT * FROM idem.peek('v61/a', 'k1')$$),
+   public.h61_error($$SELECT * FROM idem.peek('v61/a', 'nope')$$)),
+  ('stored_answer',
+   public.h61_error($$SELECT * FROM idem.stored_answer('v61/a', 'k1')$$),
+   public.h61_error($$SELECT * FROM idem.stored_answer('v61/a', 'nope')$$)),
+  ('retry_after (scope v61/a, v61/b)',
+   public.h61_error($$SELECT idem.retry_after('v61/a', NULL::idem.claim)$$),
+   public.h61_error($$SELECT idem.retry_after('v61/b', NULL::idem.claim)$$)),
+  ('typical_duration (scope v61/a, v61/b)',
+   public.h61_error($$SELECT idem.typical_duration('v61/a')$$),
+   public.h61_error($$SELECT idem.typical_duration('v61/b')$$)),
+  ('check_scope_owner (scope v61/a, v61/b)',
+   public.h61_error($$SELECT idem.check_scope_owner('v61/a')$$),
+   public.h61_error($$SELECT idem.check_scope_owner('v61/b')$$)),
+  ('consume_once',
+   public.h61_error($$SELECT idem.consume_once('v61/a', 'm1', 'h')$$),
+   public.h61_error($$SELECT idem.consume_once('v61/a', 'nope', 'h')$$)),
+  ('set_consumed_result',
+   public.h61_error($$SELECT idem.set_consumed_result('v61/a', 'm1', 'order', '61')$$),
+   public.h61_error($$SELECT idem.set_consumed_result('v61/a', 'nope', 'order', '61')$$)),
+  ('outbox_put',
+   public.h61_error($$SELECT idem.outbox_put('v61/a', 'e1', 'v61_event', '{"n": 1}')$$),
+   public.h61_error($$SELECT idem.outbox_put('v61/a', 'nope', 'v61_event', '{"n": 1}')$$));
+-- A relay of the role leases only events of its scopes.
+SELECT idem.outbox_put('o61/a', 'e1', 'v61_event', '{"n": 2}') IS NOT NULL AS put;
+SELECT scope, key FROM idem.outbox_lease(10, '1 minute', ARRAY['v61_event']) ORDER BY id;
+-- The tenant's own SECURITY DEFINER function runs idem as the session's
+-- role, not as the function's owner.
+SELECT public.h61_error($$SELECT public.h61_tenant_claim('k1')$$) AS through_tenants_definer;
+-- idem.scope_owner is the extension owner's.
+SELECT public.h61_try($$SELECT count(*) FROM idem.scope_owner$$) AS read_owners,
+       public.h61_try($$INSERT INTO idem.scope_owner VALUES ('', 'idem_hostile61')$$) AS insert_owner,
+       public.h61_try($$UPDATE idem.scope_owner SET owner = 'idem_hostile61'$$) AS update_owner,
+       public.h61_try($$DELETE FROM idem.scope_owner$$) AS delete_owner,
+       public.h61_try($$TRUNCATE idem.scope_owner$$) AS truncate_owner;
+-- The tenant's policy: not written, changed, taken, removed; nor is one of
+-- the role's moved onto the tenant's scopes.
+SELECT public.h61_error($$INSERT INTO idem.scope_policy (scope, lock_timeout) VALUES ('v61/q', '1 hour')$$)
+       AS insert_theirs;
+SELECT public.h61_try($$UPDATE idem.scope_policy SET lock_timeout = '1 hour'
+                        WHERE scope OPERATOR(pg_catalog.=) 'v61/p'$$) AS update_theirs,
+       public.h61_try($$UPDATE idem.scope_policy SET scope = 'o61/taken'
+                        WHERE scope OPERATOR(pg_catalog.=) 'v61/p'$$) AS take_theirs,
+       public.h61_try($$DELETE FROM idem.scope_policy WHERE scope OPERATOR(pg_catalog.=) 'v61/p'$$)
+       AS delete_theirs,
+       public.h61_try($$TRUNCATE idem.scope_policy$$) AS truncate_ungranted;
+INSERT INTO idem.scope_policy (scope, lock_timeout) VALUES ('o61/p', '1 hour');
+SELECT public.h61_try($$UPDATE idem.scope_policy SET scope = 'v61/r'
+                        WHERE scope OPERATOR(pg_catalog.=) 'o61/p'$$) AS move_mine_to_theirs;
+RESET search_path;
+RESET ROLE;
+GRANT TRUNCATE ON idem.scope_policy TO idem_hostile61;
+SET ROLE idem_hostile61;
+SET search_path = hostile61, pg_catalog;
+SELECT public.h61_error($$TRUNCATE idem.scope_policy$$) AS truncate_granted;
+DELETE FROM idem.scope_policy WHERE scope OPERATOR(pg_catalog.=) 'o61/p';
+RESET search_path;
+RESET ROLE;
+REVOKE TRUNCATE ON idem.scope_policy FROM idem_hostile61;
+
+-- Every probe was refused alike on what exists and on what does not.
+SELECT call, left(present, 5) AS sqlstate,
+       replace(present, '"v61/a"', '"v61/b"') = replace(absent, '"v61/a"', '"v61/b"') AS same_answer
+  FROM public.h61_probe ORDER BY call;
+SELECT present AS refusal FROM public.h61_probe WHERE call = 'claim_idempotency_key';
+-- And the tenant's rows are as the tenant left them.
+SELECT scope, key, status, response_body, recovery_point,
+       key <> 'k2' OR fence = :vf2 AS fence_kept
+  FROM idem.idempotency_request WHERE scope LIKE 'v61/%' ORDER BY key;
+SELECT consumer, message_id, result_ref_type FROM idem.consumed_message WHERE consumer LIKE 'v61/%';
+SELECT scope, key, payload, status, lease_fence IS NULL AS not_leased
+  FROM idem.outbox_event WHERE event_type = 'v61_event' ORDER BY scope;
+SELECT scope, lock_timeout FROM idem.scope_policy WHERE scope LIKE 'v61/%' OR scope LIKE 'o61/%';
+
+-- With idem.require_scope_owner on, a scope no row covers is refused; a
+-- role that is not superuser cannot turn it off. (The portable engine has
+-- no registered setting: a session may turn it off for itself unless the
+-- database's setting says on, as below; test/portable/expected/61_*.diff.)
+SET idem.require_scope_owner = on;
+SET ROLE idem_hostile61;
+SET search_path = hostile61, pg_catalog;
+SELECT public.h61_error($$SELECT idem.claim_idempotency_key('u61', 'k1', 'h')$$) AS uncovered;
+SELECT kind FROM idem.claim_idempotency_key('o61/a', 'k1', 'h');
+SELECT public.h61_try($$SET idem.require_scope_owner = off$$) AS set_off,
+       public.h61_try($$SELECT pg_catalog.set_config('idem.require_scope_owner', 'off', false)$$)
+       AS set_config_off,
+       public.h61_try($$RESET idem.require_scope_owner$$) AS reset,
+       public.h61_try($$ALTER ROLE idem_hostile61 SET idem.require_scope_owner = off$$) AS alter_role;
+SELECT public.h61_try($$SELECT idem.claim_idempotency_key('u61', 'k1', 'h')$$) AS still_uncovered;
+RESET search_path;
+RESET ROLE;
+RESET idem.require_scope_owner;
 RESET track_functions;
+
+-- ==== 1.2: scopes owned by roles, as a login of the role ====
+-- (The role above is a superuser session's SET ROLE, which may SET ROLE to
+-- anyone.) The function statistics of this session are flushed first: the
+-- reconnection ends it. The database's setting turns idem.require_scope_owner
+-- on for the role's session.
+SELECT pg_stat_force_next_flush();
+SELECT current_user AS h61_superuser \gset
+ALTER DATABASE :"DBNAME" SET idem.require_scope_owner = on;
+\c - idem_hostile61
+SET client_min_messages = warning;
+SET search_path = hostile61, pg_catalog;
+CREATE FUNCTION hostile61.as_tenant() RETURNS idem.claim_kind LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  SET ROLE idem_tenant61;
+  RETURN (SELECT kind FROM idem.claim_idempotency_key('v61/a', 'k1', 'h'));
+END $$;
+CREATE FUNCTION hostile61.own_definer() RETURNS idem.claim_kind LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT kind FROM idem.claim_idempotency_key('v61/a', 'k1', 'h') $$;
+SELECT public.h61_try($$SET ROLE idem_tenant61$$) AS set_role,
+       public.h61_try($$SELECT pg_catalog.set_config('role', 'idem_tenant61', false)$$) AS set_config_role,
+       public.h61_try($$SET SESSION AUTHORIZATION idem_tenant61$$) AS session_authorization,
+       public.h61_try($$SELECT hostile61.as_tenant()$$) AS set_role_in_definer,
+       public.h61_try($$SELECT hostile61.own_definer()$$) AS own_definer,
+       public.h61_try($$SELECT public.h61_tenant_claim('k1')$$) AS tenants_definer;
+-- Tables, functions and operators of its own in pg_temp, first on the path.
+CREATE TEMP TABLE scope_owner (scope_prefix text, owner regrole);
+INSERT INTO pg_temp.scope_owner VALUES ('', 'idem_hostile61'), ('v61/', 'idem_hostile61');
+CREATE TEMP TABLE scope_policy (scope text, lock_timeout interval);
+CREATE TEMP TABLE idempotency_request (scope text, key text, status text, response_body jsonb);
+CREATE FUNCTION pg_temp.pg_has_role(name, oid, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM hostile61.record('pg_temp function pg_has_role(name, oid, text)'); RETURN true; END $$;
+CREATE FUNCTION pg_temp.texteq(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM hostile61.record('pg_temp operator =(text, text)'); RETURN true; END $$;
+CREATE OPERATOR pg_temp.= (LEFTARG = text, RIGHTARG = text, FUNCTION = pg_temp.texteq);
+SET search_path = pg_temp, hostile61, pg_catalog;
+SELECT idem.may_use_scope('v61/a') AS tenants, idem.may_use_scope('o61/a') AS own;
+SELECT public.h61_try($$SELECT idem.check_scope_owner('v61/a')$$) AS check_tenants,
+       public.h61_try($$SELECT idem.claim_idempotency_key('v61/a', 'k1', 'h')$$) AS claim_tenants,
+       public.h61_try($$SELECT * FROM idem.stored_answer('v61/a', 'k1')$$) AS stored_answer_tenants,
+       public.h61_try($$SELECT idem.typical_duration('v61/a')$$) AS typical_duration_tenants;
+-- The database's setting holds for the role's session: not turned off,
+-- in either engine.
+SELECT public.h61_error($$SELECT idem.claim_idempotency_key('u61', 'k1', 'h')$$) AS uncovered;
+SELECT public.h61_try($$SET idem.require_scope_owner = off$$) AS set_off;
+SELECT public.h61_try($$SELECT idem.claim_idempotency_key('u61', 'k1', 'h')$$) AS still_uncovered;
+SELECT kind FROM idem.claim_idempotency_key('o61/a', 'k1', 'h');
+\c - :h61_superuser
+SET client_min_messages = warning;
+ALTER DATABASE :"DBNAME" RESET idem.require_scope_owner;
 
 -- ==== nothing the role shadowed ever ran, and it gained nothing ====
 SELECT what, ran_as, promoted FROM public.h61_calls ORDER BY what;
@@ -454,12 +692,19 @@ SELECT count(*) >= 23 AS definers_counted FROM pg_proc p
 
 -- Clean up.
 ALTER ROLE idem_hostile61 NOSUPERUSER;
+DELETE FROM idem.scope_owner WHERE scope_prefix IN ('v61/', 'o61/');
+DELETE FROM idem.idempotency_request WHERE scope LIKE 'v61/%' OR scope LIKE 'o61/%' OR scope = 'u61';
+DELETE FROM idem.consumed_message WHERE consumer LIKE 'v61/%';
+DELETE FROM idem.outbox_event WHERE event_type = 'v61_event';
+DELETE FROM idem.scope_policy WHERE scope LIKE 'v61/%' OR scope LIKE 'o61/%';
+DROP TABLE public.h61_probe;
+DROP FUNCTION public.h61_error(text), public.h61_tenant_claim(text);
 DELETE FROM idem.idempotency_request WHERE scope LIKE 'h61%';
 DELETE FROM idem.consumed_message WHERE consumer LIKE 'h61%';
 DELETE FROM idem.outbox_event WHERE scope = 'h61';
 DROP TABLE public.h61_calls, public.h61_calls_before;
 DROP FUNCTION public.h61_try(text);
 DROP SCHEMA hostile61 CASCADE;
-DROP OWNED BY idem_hostile61;
-DROP ROLE idem_hostile61;
+DROP OWNED BY idem_hostile61, idem_tenant61;
+DROP ROLE idem_hostile61, idem_tenant61;
 RESET client_min_messages;

@@ -86,7 +86,14 @@ INSERT INTO ro_calls (fn, call) VALUES
   ('run_maintenance', $$SELECT idem.run_maintenance()$$),
   -- the triggers of idem.scope_policy run only on its writes
   ('scope_policy_check_completer', $$INSERT INTO idem.scope_policy (scope, max_attempts) VALUES ('ro', 3) RETURNING scope$$),
-  ('scope_policy_changed', $$UPDATE idem.scope_policy SET max_attempts = 4 RETURNING scope$$);
+  ('scope_policy_changed', $$UPDATE idem.scope_policy SET max_attempts = 4 RETURNING scope$$),
+  ('scope_policy_check_owner', $$DELETE FROM idem.scope_policy RETURNING scope$$),
+  -- scopes owned by roles: the check reads; the owner table's triggers run
+  -- only on its writes
+  ('check_scope_owner', $$SELECT 'checked' FROM idem.check_scope_owner('ro')$$),
+  ('may_use_scope', $$SELECT idem.may_use_scope('ro')$$),
+  ('scope_owner_changed', $$INSERT INTO idem.scope_owner VALUES ('ro.', 'pg_monitor') RETURNING scope_prefix$$),
+  ('scope_owner_audit', $$DELETE FROM idem.scope_owner RETURNING scope_prefix$$);
 
 -- Every VOLATILE function of the extension is called above.
 SELECT p.oid::regprocedure AS not_called_read_only

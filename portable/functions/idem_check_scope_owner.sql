@@ -1,10 +1,14 @@
 -- check_scope_owner (src/policy/scope_owner.cpp): 42501 naming the scope
--- when the calling role may not use it. The decision is
--- idem.portable_scope_refusal (portable/support-1.2.sql), the one every
--- covered body asks through idem.portable_check_scope_owner.
+-- when the calling role may not use it; a NULL scope is P4000, as a claim
+-- refuses it. The decision is idem.portable_scope_refusal
+-- (portable/support-1.2.sql), the one every covered body asks through
+-- idem.portable_check_scope_owner.
 LANGUAGE plpgsql
 AS $function$
 BEGIN
+    IF scope IS NULL THEN
+        PERFORM idem.portable_require_scope_and_key(scope, NULL);
+    END IF;
     PERFORM idem.portable_check_scope_owner(scope);
 END
 $function$

@@ -21,37 +21,73 @@ BEGIN
                   DETAIL = pg_catalog.format('lease was %s.', COALESCE($2::text, 'NULL')),
                   HINT = 'Pass a lease longer than one delivery takes.';
     END IF;
-    RETURN QUERY
-    WITH due AS (
-      SELECT e.id AS due_id
-      FROM idem.outbox_event e
-      WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
-        AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
-        AND e.available_at <= pg_catalog.statement_timestamp()
-        AND ($3 IS NULL OR e.event_type = ANY ($3))
-        -- Only events of scopes the calling role may use, before the LIMIT.
-        AND idem.portable_may_use_scope(e.scope)
-        AND NOT EXISTS (
-          SELECT
-          FROM idem.outbox_event p
-          WHERE e.aggregate_id IS NOT NULL
-            AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
-            AND p.aggregate_id IS NOT NULL
-            AND (p.aggregate_type = e.aggregate_type
-                 OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
-            AND p.aggregate_id = e.aggregate_id
-            AND p.id < e.id)
-      ORDER BY e.id
-      LIMIT $1
-      FOR UPDATE OF e SKIP LOCKED)
-    UPDATE idem.outbox_event o
-    SET status = 'leased'::idem.outbox_status,
-        lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
-        leased_until = pg_catalog.statement_timestamp() + $2,
-        attempt_count = o.attempt_count + 1
-    FROM due
-    WHERE o.id = due.due_id
-    RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
-              o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    -- Only events of scopes the calling role may use, filtered before the
+    -- LIMIT (src/messages/message_statements.cpp, outbox_lease). A 1.1
+    -- schema has no idem.may_use_scope and no owners: its statement has no
+    -- filter (the C++ engine's outbox_lease_11).
+    IF pg_catalog.to_regprocedure('idem.may_use_scope(text)') IS NOT NULL THEN
+        RETURN QUERY
+        WITH due AS (
+          SELECT e.id AS due_id
+          FROM idem.outbox_event e
+          WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
+            AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
+            AND e.available_at <= pg_catalog.statement_timestamp()
+            AND ($3 IS NULL OR e.event_type = ANY ($3))
+            AND idem.may_use_scope(e.scope)
+            AND NOT EXISTS (
+              SELECT
+              FROM idem.outbox_event p
+              WHERE e.aggregate_id IS NOT NULL
+                AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
+                AND p.aggregate_id IS NOT NULL
+                AND (p.aggregate_type = e.aggregate_type
+                     OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+                AND p.aggregate_id = e.aggregate_id
+                AND p.id < e.id)
+          ORDER BY e.id
+          LIMIT $1
+          FOR UPDATE OF e SKIP LOCKED)
+        UPDATE idem.outbox_event o
+        SET status = 'leased'::idem.outbox_status,
+            lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+            leased_until = pg_catalog.statement_timestamp() + $2,
+            attempt_count = o.attempt_count + 1
+        FROM due
+        WHERE o.id = due.due_id
+        RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+                  o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    ELSE
+        RETURN QUERY
+        WITH due AS (
+          SELECT e.id AS due_id
+          FROM idem.outbox_event e
+          WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
+            AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
+            AND e.available_at <= pg_catalog.statement_timestamp()
+            AND ($3 IS NULL OR e.event_type = ANY ($3))
+            AND NOT EXISTS (
+              SELECT
+              FROM idem.outbox_event p
+              WHERE e.aggregate_id IS NOT NULL
+                AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
+                AND p.aggregate_id IS NOT NULL
+                AND (p.aggregate_type = e.aggregate_type
+                     OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+                AND p.aggregate_id = e.aggregate_id
+                AND p.id < e.id)
+          ORDER BY e.id
+          LIMIT $1
+          FOR UPDATE OF e SKIP LOCKED)
+        UPDATE idem.outbox_event o
+        SET status = 'leased'::idem.outbox_status,
+            lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
+            leased_until = pg_catalog.statement_timestamp() + $2,
+            attempt_count = o.attempt_count + 1
+        FROM due
+        WHERE o.id = due.due_id
+        RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+                  o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+    END IF;
 END
 $function$

@@ -11,6 +11,7 @@
 #include "pg/guard.hpp"
 #include "keys/key_probe.hpp"
 #include "pg/catalog_cache.hpp"
+#include "policy/scope_owner.hpp"
 #include "policy/scope_policy.hpp"
 #include "waits/session_binding.hpp"
 #include "pg/spi_session.hpp"
@@ -355,6 +356,9 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
   Datum *params = request->params;
   char *nulls = request->nulls;
   const KeyName &name = request->name;
+  // At every attempt, before the key is read: claim_or_wait's next attempt
+  // sees an owner changed while it waited (scope_owner.hpp).
+  require_scope_owner(DatumGetTextPP(params[claim_scope]));
   params[claim_now] = TimestampTzGetDatum(GetCurrentTimestamp());
   params[claim_seen_fence] = Datum(0);
   nulls[claim_seen_fence] = 'n';

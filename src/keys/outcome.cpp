@@ -12,6 +12,7 @@
 #include "keys/owner_refusal.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
+#include "policy/scope_owner.hpp"
 #include "waits/request_durations.hpp"
 #include "pg/spi_session.hpp"
 #include "keys/statement_memo.hpp"
@@ -66,6 +67,7 @@ void record_duration(const SpiSession *session, const OwnerWrite &write) {
 // recovery point) wakes the key's waiters when the transaction commits.
 Datum run_owner_write(Statement statement, OwnerWrite *write, const char *not_owned_sqlstate,
                       const char *operation, stats::Counter done) {
+  require_scope_owner(DatumGetTextPP(write->params[owner_scope]));
   SpiSession session;
   spi_connect(&session);
   if (spi_run(&session, statement, write->params, write->nulls) == 0)
@@ -160,6 +162,7 @@ Datum extend_lock(FunctionCallInfo fcinfo) {
                             "Pass how much longer the lock must hold from now, such as "
                             "'5 minutes'; extend_lock never shortens a lock.");
   write.params[owner_first_value] = PG_GETARG_DATUM(3);
+  require_scope_owner(DatumGetTextPP(write.params[owner_scope]));
   SpiSession session;
   spi_connect(&session);
   if (spi_run(&session, Statement::extend_lock, write.params, write.nulls) == 0)

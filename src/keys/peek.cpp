@@ -8,6 +8,7 @@
 #include "keys/arguments.hpp"
 #include "keys/claim.hpp"
 #include "pg/guard.hpp"
+#include "policy/scope_owner.hpp"
 #include "keys/statement_memo.hpp"
 
 namespace idem {
@@ -19,6 +20,7 @@ Datum peek(FunctionCallInfo fcinfo) {
   text *key;
   KeyName name;
   require_scope_and_key(fcinfo, &scope, &key, &name);
+  require_scope_owner(scope);
   HeapTuple result;
   if (!peek_once(fcinfo, scope, key, &result)) PG_RETURN_NULL();
   return HeapTupleGetDatum(result);

@@ -7,6 +7,7 @@
 #include "keys/owner_refusal.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
+#include "policy/scope_owner.hpp"
 #include "pg/spi_session.hpp"
 #include "waits/wait_slots.hpp"
 
@@ -20,6 +21,7 @@ Datum release(FunctionCallInfo fcinfo) {
   KeyName name;
   require_scope_and_key(fcinfo, &scope, &key, &name);
   int64 fence = require_fence(fcinfo, 2, name);
+  require_scope_owner(scope);
   Datum params[4] = {PointerGetDatum(scope), PointerGetDatum(key), Int64GetDatum(fence),
                      TimestampTzGetDatum(GetCurrentTimestamp())};
   SpiSession session;

@@ -12,6 +12,7 @@
 // replace (sql/idem--1.0--1.1.sql, section inbox).
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
+#include "policy/scope_owner.hpp"
 #include "keys/key_probe.hpp"
 #include "messages/message_arguments.hpp"
 #include "messages/message_maintenance.hpp"
@@ -99,6 +100,7 @@ Datum consume_once(FunctionCallInfo fcinfo) {
                             "idem.request_hash(body).")));
   require_interval(fcinfo, 3, "retention", false,
                    "Pass a positive interval, or NULL for idem.inbox_retention.");
+  require_scope_owner(consumer);  // the consumer is the scope of its messages
   TimestampTz now = GetCurrentStatementStartTimestamp();
   // The expiry only matters to a new message, but the policy cache may need
   // its own SPI session to reload, so it is resolved before connecting.
@@ -146,6 +148,7 @@ Datum set_consumed_result(FunctionCallInfo fcinfo) {
   const text *consumer = text_argument(fcinfo, 0);
   const text *message_id = text_argument(fcinfo, 1);
   require_message_name(consumer, message_id);
+  require_scope_owner(consumer);
   Datum params[5] = {PointerGetDatum(consumer), PointerGetDatum(message_id),
                      PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2),
                      PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3),

@@ -7,6 +7,7 @@
 #include "pg/guard.hpp"
 #include "messages/message_arguments.hpp"
 #include "pg/spi_session.hpp"
+#include "policy/scope_owner.hpp"
 
 extern "C" {
 #include "catalog/pg_collation.h"
@@ -111,6 +112,7 @@ Datum outbox_put(FunctionCallInfo fcinfo) {
   const text *key = text_argument(fcinfo, 1);
   const text *event_type = text_argument(fcinfo, 2);
   require_event(fcinfo, scope, key, event_type);
+  require_scope_owner(scope);
   if (!PG_ARGISNULL(5)) lock_aggregate(text_argument(fcinfo, 4), text_argument(fcinfo, 5));
 
   Datum params[9];
@@ -174,9 +176,12 @@ Datum outbox_lease(FunctionCallInfo fcinfo) {
                      PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2), PG_GETARG_DATUM(0)};
   char nulls[5] = "    ";
   if (PG_ARGISNULL(2)) nulls[2] = 'n';
+  // Loaded before the statement calls idem.may_use_scope row by row (each
+  // call is then a lookup); a 1.1 schema has no such function to call.
+  Statement lease = scope_owners_loaded() ? Statement::outbox_lease : Statement::outbox_lease_11;
   SpiSession session;
   spi_connect(&session);
-  uint64 rows = spi_run(&session, Statement::outbox_lease, params, nulls);
+  uint64 rows = spi_run(&session, lease, params, nulls);
   for (uint64 row = 0; row < rows; ++row) {
     Datum values[lease_columns];
     bool isnull[lease_columns];

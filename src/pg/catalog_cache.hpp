@@ -1,8 +1,8 @@
 // idem's own catalog objects, resolved by name once per backend: the
 // relations C++ code opens or checks by OID, and whether the key table has
 // 1.1's bound_session column. The caches built on them (the key probe's
-// column numbers, the scope policies, the enum labels claim.cpp learns) ask
-// here whether what they kept still holds. One relcache callback and two
+// column numbers, the scope policies and owners, the enum labels claim.cpp
+// learns) ask here whether what they kept still holds. One relcache callback and two
 // syscache callbacks (pg_namespace, pg_enum), registered here at the first
 // use, are the backend's only invalidation path for all of them.
 #pragma once

@@ -12,9 +12,11 @@
 
 #include "pg/catalog_cache.hpp"
 #include "policy/completer_launch.hpp"
+#include "policy/scope_owner.hpp"
 #include "keys/stats.hpp"
 
 extern "C" {
+#include "catalog/pg_authid.h"
 #include "catalog/pg_collation.h"
 #include "utils/regproc.h"
 #include "utils/resowner.h"
@@ -68,7 +70,11 @@ int load_candidates(SpiSession *session, int32 limit, Candidate **out) {
 CallOwnership claim(SpiSession *session, const Candidate &candidate) {
   CallOwnership ownership = {false, 0, 0, Datum(0), true};
   Datum params[3] = {candidate.scope, candidate.key, candidate.request_hash};
-  if (spi_run(session, Statement::completer_claim, params, nullptr) != 1) return ownership;
+  // As the worker claims: its role is the bootstrap superuser (scope_owner.hpp).
+  judge_as(BOOTSTRAP_SUPERUSERID);
+  uint64 rows = spi_run(session, Statement::completer_claim, params, nullptr);
+  judge_as(InvalidOid);
+  if (rows != 1) return ownership;
   char *kind = spi_copy_text(session, 0, 1);
   bool isnull;
   int64 fence = spi_int64(session, 0, 2, &isnull);
@@ -119,7 +125,10 @@ void run_as_owner(Oid owner, Oid function, const Candidate &candidate,
   SetUserIdAndSecContext(owner, security_context | SECURITY_LOCAL_USERID_CHANGE |
                                     SECURITY_RESTRICTED_OPERATION);
   int settings_level = NewGUCNestLevel();
+  // The completer's calls are judged as its owner's, as in its own process.
+  judge_as(owner);
   call_completer(function, candidate, ownership);
+  judge_as(InvalidOid);
   AtEOXact_GUC(false, settings_level);
   SetUserIdAndSecContext(caller, security_context);
 }

@@ -18,6 +18,7 @@
 #include "pure/scope_prefix.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "utils/acl.h"
 }
 
@@ -76,11 +77,32 @@ void load_owners() {
   if (owner_changes() == started_at) loaded_at = started_at;
 }
 
+// judge_as's role, and the subtransaction that set it.
+Oid judged_role = InvalidOid;
+SubTransactionId judged_in = InvalidSubTransactionId;
+bool callbacks_registered = false;
+
+void end_of_transaction(XactEvent event, void *) {
+  if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+      event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+      event == XACT_EVENT_PREPARE)
+    judged_role = InvalidOid;
+}
+
+void end_of_subtransaction(SubXactEvent event, SubTransactionId ending, SubTransactionId,
+                           void *) {
+  // Set in the aborted subtransaction or in one of its children.
+  if (event == SUBXACT_EVENT_ABORT_SUB && OidIsValid(judged_role) && judged_in >= ending)
+    judged_role = InvalidOid;
+}
+
+Oid calling_role() { return OidIsValid(judged_role) ? judged_role : GetOuterUserId(); }
+
 enum class Verdict { allowed, not_a_member, uncovered };
 
 Verdict judge(const text *scope) {
   if (!scope_owners_loaded()) return Verdict::allowed;
-  Oid role = GetOuterUserId();
+  Oid role = calling_role();
   uint32 owner;
   if (find_scope_owner(VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope), &owner))
     return is_member_of_role(role, owner) ? Verdict::allowed : Verdict::not_a_member;
@@ -116,7 +138,7 @@ bool scope_owners_loaded() {
 void require_scope_owner(const text *scope, SourceLocation where) {
   Verdict verdict = judge(scope);
   if (verdict == Verdict::allowed) return;
-  const char *role = GetUserNameFromId(GetOuterUserId(), false);
+  const char *role = GetUserNameFromId(calling_role(), false);
   IDEM_EREPORT_AT(
       where,
       (errcode_of(sqlstate::scope_not_owned),
@@ -132,6 +154,16 @@ void require_scope_owner(const text *scope, SourceLocation where) {
 }
 
 bool may_use_scope(const text *scope) { return judge(scope) == Verdict::allowed; }
+
+void judge_as(Oid role) {
+  if (!callbacks_registered) {
+    RegisterXactCallback(end_of_transaction, nullptr);
+    RegisterSubXactCallback(end_of_subtransaction, nullptr);
+    callbacks_registered = true;
+  }
+  judged_role = role;
+  judged_in = GetCurrentSubTransactionId();
+}
 
 }  // namespace idem
 

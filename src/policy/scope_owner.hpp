@@ -31,4 +31,12 @@ bool may_use_scope(const text *scope);
 // table exists (false: a 1.1 schema).
 bool scope_owners_loaded();
 
+// idem.run_maintenance runs the worker's completer round in the caller's
+// backend (completer_call.cpp); its calls are judged as the worker's are:
+// the claim of a key for its completer as the bootstrap superuser (the role
+// the worker connects as), the completer's own calls as the completer's
+// owner (the role its process connects as). judge_as(InvalidOid) goes back
+// to the calling role; an abort of the (sub)transaction that set it does too.
+void judge_as(Oid role);
+
 }  // namespace idem

@@ -4,6 +4,7 @@
 #include "waits/request_durations.hpp"
 
 #include "pg/guard.hpp"
+#include "policy/scope_owner.hpp"
 
 extern "C" {
 #include "common/hashfn.h"
@@ -100,6 +101,7 @@ namespace {
 // idem.typical_duration(scope text) RETURNS interval (NULL when unknown).
 Datum typical_duration(FunctionCallInfo fcinfo) {
   int64 microseconds;
+  require_scope_owner(PG_GETARG_TEXT_PP(0));
   if (!request_durations::typical(PG_GETARG_TEXT_PP(0), &microseconds)) PG_RETURN_NULL();
   Interval *result = static_cast<Interval *>(palloc0(sizeof(Interval)));
   result->time = microseconds;
