@@ -20,6 +20,7 @@
 extern "C" {
 #include "access/xact.h"
 #include "utils/acl.h"
+#include "utils/inval.h"
 }
 
 namespace idem {
@@ -131,6 +132,12 @@ Datum may_use_scope_sql(FunctionCallInfo fcinfo) {
 }  // namespace
 
 bool scope_owners_loaded() {
+  // A change committed since this transaction's last lock acquisition (an
+  // owner row, a membership granted or revoked) is in force at the next
+  // call, not at the transaction's next new lock: inside one transaction
+  // the key table's lock is already held and reads no invalidation. Cheap
+  // when nothing is queued (one unlocked flag read).
+  AcceptInvalidationMessages();
   if (loaded_at != owner_changes()) load_owners();
   return table_present;
 }
