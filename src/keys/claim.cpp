@@ -357,7 +357,8 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
   char *nulls = request->nulls;
   const KeyName &name = request->name;
   // At every attempt, before the key is read: claim_or_wait's next attempt
-  // sees an owner changed while it waited (scope_owner.hpp).
+  // sees an owner changed while it waited (the check reads the queued
+  // invalidations, scope_owner.cpp).
   require_scope_owner(DatumGetTextPP(params[claim_scope]));
   params[claim_now] = TimestampTzGetDatum(GetCurrentTimestamp());
   params[claim_seen_fence] = Datum(0);

@@ -132,11 +132,11 @@ Datum may_use_scope_sql(FunctionCallInfo fcinfo) {
 }  // namespace
 
 bool scope_owners_loaded() {
-  // An open transaction that already holds its locks on idem's tables reads
-  // no invalidation by itself until it ends: an owner row committed by
-  // another session meanwhile would not be in force at this call. Reading
-  // the queue costs a flag test when it is empty, so outbox_lease's filter
-  // may run it row by row.
+  // A change committed since this transaction's last lock acquisition (an
+  // owner row, a membership granted or revoked) is in force at the next
+  // call, not at the transaction's next new lock: inside one transaction
+  // the key table's lock is already held and reads no invalidation. Cheap
+  // when nothing is queued (one unlocked flag read).
   AcceptInvalidationMessages();
   if (loaded_at != owner_changes()) load_owners();
   return table_present;

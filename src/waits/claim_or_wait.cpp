@@ -11,7 +11,6 @@
 #include "waits/wait_slots.hpp"
 
 extern "C" {
-#include "utils/inval.h"
 #include "utils/resowner.h"
 }
 
@@ -117,11 +116,6 @@ Datum claim_or_wait(FunctionCallInfo fcinfo) {
         wait_slots::poll_sleep(Min(sleep_ms, poll_ms));
         poll_ms = Min(poll_ms * 2, max_poll_ms);
       }
-      // The next attempt checks the scope's owner again (claim_once): a
-      // change of idem.scope_owner committed while this backend slept
-      // reaches its cache only through the invalidations read here, as the
-      // key table's lock, already held, reads none.
-      AcceptInvalidationMessages();
     }
     if (wake) wait_slots::stop_waiting();
     if (waited) {
