@@ -20,6 +20,7 @@
 extern "C" {
 #include "access/xact.h"
 #include "utils/acl.h"
+#include "utils/inval.h"
 }
 
 namespace idem {
@@ -131,6 +132,12 @@ Datum may_use_scope_sql(FunctionCallInfo fcinfo) {
 }  // namespace
 
 bool scope_owners_loaded() {
+  // An open transaction that already holds its locks on idem's tables reads
+  // no invalidation by itself until it ends: an owner row committed by
+  // another session meanwhile would not be in force at this call. Reading
+  // the queue costs a flag test when it is empty, so outbox_lease's filter
+  // may run it row by row.
+  AcceptInvalidationMessages();
   if (loaded_at != owner_changes()) load_owners();
   return table_present;
 }

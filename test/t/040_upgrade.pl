@@ -191,7 +191,7 @@ sql('postgres', 'CREATE ROLE up_tenant; CREATE ROLE up_owner');
 grant_calls($db, 'up_tenant');
 is(sql($db, q{SELECT (SELECT count(*) FROM idem.scope_owner) || ' ' || ('idem.scope_owner'::regclass = ANY (extconfig))
                 FROM pg_extension WHERE extname = 'idem'}),
-	'0 t', 'idem.scope_owner arrives with the update, empty, and marked for pg_dump');
+	'0 true', 'idem.scope_owner arrives with the update, empty, and marked for pg_dump');
 is(as_role($db, 'up_tenant', $replays_sql), $replays_before,
 	'nothing is covered: every replay answers the same bytes to a role that is not superuser');
 my $peeks_sql = 'SELECT string_agg(k || \' \' || coalesce(idem.peek(\'up\', k)::text, \'NULL\'), E\'\\n\' ORDER BY k) FROM unnest(ARRAY['
