@@ -212,10 +212,14 @@ BEGIN
     SELECT format('SELECT %I.%I($1, $2, $3, $4, $5)', n.nspname, p.proname) INTO call
       FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
      WHERE p.oid = completer;
-    temp_before := idem.portable_session_temp_objects();
     settings_before := idem.portable_session_settings();
     path_before := current_setting('search_path');
     BEGIN
+        -- The completer's calls are judged as its owner's, as in the
+        -- process the C++ engine's worker starts for it (scope owners,
+        -- idem.portable_judged_role below); undone with the block.
+        PERFORM idem.portable_judge_as((SELECT p.proowner FROM pg_catalog.pg_proc p WHERE p.oid = completer));
+        temp_before := idem.portable_session_temp_objects();
         EXECUTE call USING scope, key, c.fence, c.recovery_point, c.attempt_count;
         temp_after := idem.portable_session_temp_objects();
         IF temp_after <> temp_before THEN
@@ -243,6 +247,7 @@ BEGIN
                            'a later round tries again.';
         RETURN 'failed';
     END;
+    PERFORM idem.portable_judge_as(NULL);
     SELECT r.fence, r.status INTO outcome
       FROM idem.idempotency_request r
      WHERE r.scope = portable_run_completer.scope AND r.key = portable_run_completer.key;
@@ -327,6 +332,57 @@ REVOKE ALL ON FUNCTION idem.portable_require_scope_owner() FROM PUBLIC;
 -- never by reading the whole table. pg_has_role's MEMBER lets superusers
 -- pass, as is_member_of_role does; an owner OID left by a dropped role has
 -- no members.
+-- Whom a completer's calls are judged as. The C++ engine's worker runs a
+-- completer in a process of its own, judged as the completer's owner; the
+-- portable engine runs it inside run_maintenance's call, whose session role
+-- is the operator's. So portable_run_completer records the completer's
+-- owner for the length of the completer in a temporary table of the
+-- extension's owner, which only that owner may write: a caller's own table
+-- of the same name, or any other way to name a role, is not believed.
+CREATE FUNCTION idem.portable_judge_as(role oid)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        IF idem.portable_judged_role() IS NOT NULL THEN
+            DROP TABLE pg_temp.idem_portable_judged_role;
+        END IF;
+        RETURN;
+    END IF;
+    CREATE TEMPORARY TABLE idem_portable_judged_role (role oid NOT NULL);
+    INSERT INTO pg_temp.idem_portable_judged_role VALUES (role);
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_judge_as(oid) FROM PUBLIC;
+
+-- The role a completer running now is judged as, or NULL: only a table
+-- owned by the role this runs as (the extension's owner, in idem's
+-- SECURITY DEFINER bodies) counts.
+CREATE FUNCTION idem.portable_judged_role()
+RETURNS oid
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    judged regclass;
+    role oid;
+BEGIN
+    IF pg_my_temp_schema() = 0 THEN
+        RETURN NULL;
+    END IF;
+    judged := to_regclass('pg_temp.idem_portable_judged_role');
+    IF judged IS NULL
+       OR (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = judged) <> current_user::regrole THEN
+        RETURN NULL;
+    END IF;
+    SELECT j.role INTO role FROM pg_temp.idem_portable_judged_role j LIMIT 1;
+    RETURN role;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_judged_role() FROM PUBLIC;
+
 -- The lookup's plan is kept (force_generic_plan): the custom plans
 -- PL/pgSQL would otherwise choose, estimating the prefixes from the
 -- argument, cost a planning at every call, which is most of the lookup.
@@ -338,9 +394,16 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     owner oid;
-    caller name := CASE WHEN current_setting('role') = 'none' THEN session_user
-                        ELSE current_setting('role')::name END;
+    caller oid := idem.portable_judged_role();
+    caller_name text;
 BEGIN
+    IF caller IS NULL THEN
+        caller_name := CASE WHEN current_setting('role') = 'none' THEN session_user
+                            ELSE current_setting('role') END;
+        caller := to_regrole(quote_ident(caller_name));
+    ELSE
+        caller_name := pg_get_userbyid(caller);
+    END IF;
     -- The scope's prefixes all start alike: the longest is the greatest.
     -- No prefix is longer than 255 characters (the table's CHECK), and a
     -- call that takes any text (typical_duration) may pass a longer scope.
@@ -351,15 +414,18 @@ BEGIN
      ORDER BY o.scope_prefix DESC
      LIMIT 1;
     IF FOUND THEN
-        IF coalesce(pg_has_role(caller, owner, 'MEMBER'), false) THEN
+        IF caller IS NOT NULL AND coalesce(pg_has_role(caller, owner, 'MEMBER'), false) THEN
             RETURN NULL;
         END IF;
-        RETURN format('The scope is owned by a role that role "%s" is not a member of (idem.scope_owner).', caller);
+        -- A session may outlive the DROP ROLE of the role it runs as.
+        RETURN format('The scope is owned by a role that role "%s" is not a member of (idem.scope_owner).',
+                      CASE WHEN caller IS NULL THEN '(dropped role)' ELSE caller_name END);
     END IF;
     IF current_setting('idem.require_scope_owner', true) IS NULL
        OR NOT idem.portable_require_scope_owner()
-       OR pg_has_role(caller, (SELECT c.relowner FROM pg_catalog.pg_class c
-                                WHERE c.oid = 'idem.scope_owner'::regclass), 'MEMBER') THEN
+       OR caller IS NOT NULL
+          AND pg_has_role(caller, (SELECT c.relowner FROM pg_catalog.pg_class c
+                                    WHERE c.oid = 'idem.scope_owner'::regclass), 'MEMBER') THEN
         RETURN NULL;
     END IF;
     RETURN 'No row of idem.scope_owner covers the scope, and idem.require_scope_owner is on.';
