@@ -59,8 +59,11 @@ sub make_database {
 	return 'portable_owner';
 }
 
-# The recipe of README.md "Moving between engines": idem's tables and
-# sequences, data only, restored in one transaction by idem's owner.
+# The recipe of docs/operating.md "Moving between engines": idem's tables
+# and sequences, data only, restored in one transaction by idem's owner.
+# The source has a policy of an owned scope, restored by an owner that is
+# no member of the scope's owner (the portable engine's): the extension's
+# owner may write it, whichever table's data comes first.
 my @moved = qw(idem.idempotency_request idem.fence_seq idem.scope_policy idem.scope_owner idem.consumed_message
   idem.outbox_event idem.outbox_event_id_seq idem.outbox_lease_fence_seq);
 

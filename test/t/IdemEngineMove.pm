@@ -99,6 +99,7 @@ sub make_keys {
 	# before the restore).
 	$f = claim_of($dbh, 'mv_owned:x', 'k', 'h-k')->{fence};
 	$dbh->do(q{SELECT idem.mark_succeeded('mv_owned:x', 'k', ?, 200, '{"owned": true}')}, undef, $f);
+	$dbh->do(q{INSERT INTO idem.scope_policy (scope, lock_timeout) VALUES ('mv_owned:x', '2 hours')});
 	$dbh->do(q{INSERT INTO idem.scope_owner (scope_prefix, owner) VALUES ('mv_owned:', 'pg_monitor')});
 
 	$dbh->do(q{SELECT idem.consume_once('billing', 'm1', 'h-m1')});
@@ -182,6 +183,8 @@ sub check_keys {
 	# pg_monitor is refused the scope, a member replays its key.
 	is(join(', ', @{ $dbh->selectcol_arrayref(q{SELECT scope_prefix || ' ' || owner::text FROM idem.scope_owner ORDER BY 1}) }),
 		'mv_owned: pg_monitor', "$what: idem.scope_owner's row came along");
+	is($dbh->selectrow_array(q{SELECT lock_timeout::text FROM idem.scope_policy WHERE scope = 'mv_owned:x'}),
+		'02:00:00', "$what: the owned scope's policy came along");
 	$dbh->do(q{
 DO $$
 BEGIN
