@@ -589,7 +589,8 @@ WITH due AS (
         AND (p.aggregate_type OPERATOR(pg_catalog.=) e.aggregate_type
              OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
         AND p.aggregate_id OPERATOR(pg_catalog.=) e.aggregate_id
-        AND p.id OPERATOR(pg_catalog.<) e.id)
+        AND p.id OPERATOR(pg_catalog.<) e.id
+        AND idem.may_use_scope(p.scope))
   ORDER BY e.id
   LIMIT $4
   FOR UPDATE OF e SKIP LOCKED)

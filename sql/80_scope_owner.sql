@@ -244,8 +244,9 @@ SELECT idem.outbox_put('b.orders', 'k' || i, 'receipt', '{}') IS NOT NULL AS put
   FROM generate_series(1, 3) i;
 SELECT idem.outbox_put('a.orders', 'k1', 'receipt', '{}') IS NOT NULL AS put;
 SELECT idem.outbox_put('c.orders', 'k1', 'receipt', '{}') IS NOT NULL AS put;
--- An aggregate shared by two tenants keeps its order: alice's later event
--- waits for bob's earlier one, which she may not lease.
+-- An aggregate id both tenants use: alice's later event does not wait for
+-- bob's earlier one, which her relay could never publish; bob's relay still
+-- gets his in order.
 SELECT idem.outbox_put('b.orders', 'agg1', 'receipt', '{}', 'order', '42') IS NOT NULL AS put;
 SELECT idem.outbox_put('a.orders', 'agg2', 'receipt', '{}', 'order', '42') IS NOT NULL AS put;
 -- The batch limit counts only events alice may lease: her one event, not

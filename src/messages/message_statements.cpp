@@ -106,9 +106,11 @@ WHERE e.id OPERATOR(pg_catalog.=) $1
 // (idem.may_use_scope, the rule of src/policy/scope_owner.hpp): the filter
 // is on the candidate, before LIMIT and FOR UPDATE, so another tenant's
 // events are never locked, leased or counted against the batch. The
-// aggregate's order (the NOT EXISTS) still reads every scope: an earlier
-// event the relay may not lease holds its aggregate back until its own
-// tenant's relay publishes it, as any earlier pending event does.
+// aggregate's order (the NOT EXISTS) is kept among the events the relay may
+// lease: aggregate ids are the tenants' own words, and another tenant's
+// event under the same id, which this relay could never publish, must not
+// hold this tenant's events back. Where no scope has an owner every scope
+// passes and the order is 1.1's.
 extern const char outbox_lease[] = R"sql(
 WITH due AS (
   SELECT e.id AS due_id
@@ -128,7 +130,8 @@ WITH due AS (
         AND (p.aggregate_type OPERATOR(pg_catalog.=) e.aggregate_type
              OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
         AND p.aggregate_id OPERATOR(pg_catalog.=) e.aggregate_id
-        AND p.id OPERATOR(pg_catalog.<) e.id)
+        AND p.id OPERATOR(pg_catalog.<) e.id
+        AND idem.may_use_scope(p.scope))
   ORDER BY e.id
   LIMIT $4
   FOR UPDATE OF e SKIP LOCKED)
