@@ -2307,7 +2307,8 @@ BEGIN
                   HINT = 'Pass a lease longer than one delivery takes.';
     END IF;
     -- Only events of scopes the calling role may use, filtered before the
-    -- LIMIT (src/messages/message_statements.cpp, outbox_lease). A 1.1
+    -- LIMIT, and an aggregate's order kept among them
+    -- (src/messages/message_statements.cpp, outbox_lease). A 1.1
     -- schema has no idem.may_use_scope and no owners: its statement has no
     -- filter (the C++ engine's outbox_lease_11).
     IF pg_catalog.to_regprocedure('idem.may_use_scope(text)') IS NOT NULL THEN
@@ -2329,7 +2330,8 @@ BEGIN
                 AND (p.aggregate_type = e.aggregate_type
                      OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
                 AND p.aggregate_id = e.aggregate_id
-                AND p.id < e.id)
+                AND p.id < e.id
+                AND idem.may_use_scope(p.scope))
           ORDER BY e.id
           LIMIT $1
           FOR UPDATE OF e SKIP LOCKED)
