@@ -165,6 +165,8 @@ my %reads = (
 		[ q{SELECT count(*) FROM idem.worker_status() WHERE database = 'postgres'}, '1' ]
 	],
 	check_batch_limit => [ [ q{SELECT idem.check_batch_limit(10)}, '' ] ],
+	check_scope_owner => [ [ q{SELECT idem.check_scope_owner('s')}, '' ] ],
+	may_use_scope => [ [ q{SELECT idem.may_use_scope('s'), idem.may_use_scope(NULL)}, 't|f' ] ],
 	interval_is_positive => [
 		[ q{SELECT idem.interval_is_positive(interval '1 hour', false), idem.interval_is_positive(interval '-1 mon 31 days', false)}, 't|f' ]
 	],
@@ -183,12 +185,16 @@ is(on_standby(q{SELECT idem.claim_idempotency_key('s', 'done', 'other')}),
 	'P4002', 'a claim with another hash is P4002 on the standby, as on the primary');
 
 # Functions with no call that stands alone: trigger functions run only on a
-# write to idem.scope_policy, which the standby refuses before them; the
+# write to idem.scope_policy or idem.scope_owner, which the standby refuses
+# before them; the
 # lease-lost reporter only raises the error it is given; stats_reset clears
 # this server's shared-memory counters, which a standby has of its own.
 my %not_called = (
 	scope_policy_check_completer => 'trigger',
 	scope_policy_changed => 'trigger',
+	scope_policy_check_owner => 'trigger',
+	scope_owner_changed => 'trigger',
+	scope_owner_audit => 'trigger',
 	outbox_lease_lost => 'raises the error it reports',
 	stats_reset => 'shared memory of this server',
 );
