@@ -67,6 +67,9 @@ mv "$WORK/cluster/data" "$WORK/template"
 
 script() {  # peer lifecycles -> the statements, one per line
   local peer=$1 n=$2 i
+  # PRELUDE: statements the session runs first (SET ROLE to a role a SHAPE
+  # file made), in the base run and the measured one alike.
+  [ -z "${PRELUDE:-}" ] || echo "$PRELUDE"
   # replay and inbox: one statement per key k1 .. kn.
   local statement=""
   case $WORKLOAD/$peer in
