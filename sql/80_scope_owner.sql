@@ -278,9 +278,11 @@ CREATE ROLE idem_so_operator NOLOGIN;
 GRANT USAGE ON SCHEMA idem TO idem_so_operator;
 GRANT EXECUTE ON FUNCTION idem.run_maintenance() TO idem_so_operator;
 CREATE FUNCTION so_complete(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE sql SECURITY DEFINER AS $$ SELECT idem.mark_succeeded(scope, key, fence, 200) $$;
+RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT idem.mark_succeeded(scope, key, fence, 200) $$;
 CREATE FUNCTION so_complete_other(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
-RETURNS void LANGUAGE sql SECURITY DEFINER AS $$ SELECT idem.mark_succeeded(scope, key, fence, 200) $$;
+RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT idem.mark_succeeded(scope, key, fence, 200) $$;
 ALTER FUNCTION so_complete(text, text, bigint, text, integer) OWNER TO idem_so_alice;
 ALTER FUNCTION so_complete_other(text, text, bigint, text, integer) OWNER TO idem_so_bob;
 INSERT INTO idem.scope_policy (scope, completer) VALUES
