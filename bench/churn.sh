@@ -20,7 +20,12 @@
 #   CHURN_SYNC       synchronous_commit (off)
 #   CHURN_OUT        the report (bench/results/<date>-churn-<what>.md)
 # The cluster: fsync on, shared_buffers 1GB, idem.naptime 1s, the default
-# idem.batch_size and idem.batch_delay, autovacuum as shipped.
+# idem.batch_size and idem.batch_delay, autovacuum and checkpoints as
+# PostgreSQL ships them: a checkpoint every minute or two of this write rate
+# (max_wal_size 1GB), so that every period pays for them alike, as on a
+# server that has run for days. With checkpoints held off (max_wal_size
+# 8GB), the one that came at last fell in the final periods and doubled
+# their p99 (bench/results/2026-11-26-churn-keys-shipped-8gb-wal.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -55,7 +60,7 @@ esac
 
 prepare_overhead_work churn cluster
 start_cluster "$WORK/cluster" "${IDEM_BENCH_PORT:-55631}" \
-  "fsync = on" "shared_buffers = 1GB" "max_wal_size = 8GB" "checkpoint_timeout = 30min" \
+  "fsync = on" "shared_buffers = 1GB" \
   "synchronous_commit = $SYNC" "idem.database = 'postgres'" "idem.naptime = 1s" \
   "idem.retention = '${RETENTION}s'" "idem.inbox_retention = '${RETENTION}s'" \
   "idem.outbox_retention = '${RETENTION}s'"

@@ -1,13 +1,20 @@
 -- The peers of bench/messages/run: plain tables written by hand, the least
 -- a careful user would write without idem (bench/README.md, "1.1: inbox and outbox").
 SET client_min_messages = warning;
-DROP TABLE IF EXISTS plain_inbox, plain_queue;
+DROP TABLE IF EXISTS plain_inbox, kept_inbox, plain_queue;
 DROP SEQUENCE IF EXISTS bench_message, bench_event;
 CREATE SEQUENCE bench_message;
 CREATE SEQUENCE bench_event;
 CREATE TABLE plain_inbox (
     consumer text NOT NULL, message_id text NOT NULL, message_hash text NOT NULL,
     consumed_at timestamptz NOT NULL, PRIMARY KEY (consumer, message_id));
+-- The plain inbox with consume_once's invariants (inbox_new_kept.sql): the
+-- hash is compared on a seen id, and rows expire through an index.
+CREATE TABLE kept_inbox (
+    consumer text NOT NULL, message_id text NOT NULL, message_hash text NOT NULL,
+    consumed_at timestamptz NOT NULL, expires_at timestamptz NOT NULL,
+    PRIMARY KEY (consumer, message_id));
+CREATE INDEX kept_inbox_expiry ON kept_inbox (expires_at);
 CREATE TABLE plain_queue (
     id bigserial PRIMARY KEY, key text NOT NULL UNIQUE, payload jsonb NOT NULL,
     aggregate_id text, status text NOT NULL DEFAULT 'pending', published_at timestamptz);
