@@ -18,6 +18,7 @@
 #   CHURN_STORAGE    a SQL file run after CREATE EXTENSION (storage settings
 #                    to try), or unset for the shipped ones
 #   CHURN_SYNC       synchronous_commit (off)
+#   CHURN_SETTINGS   more postgresql.conf lines, separated by ';' (none)
 #   CHURN_OUT        the report (bench/results/<date>-churn-<what>.md)
 # The cluster: fsync on, shared_buffers 1GB, idem.naptime 1s, the default
 # idem.batch_size and idem.batch_delay, autovacuum and checkpoints as
@@ -43,14 +44,19 @@ case $WHAT in
 keys)
   TABLE=idem.idempotency_request
   EXPIRED="status <> 'processing' AND expires_at <= now()"
+  PURGED="(SELECT rows_purged FROM idem.stats)"
   ;;
 inbox)
   TABLE=idem.consumed_message
   EXPIRED="expires_at <= now()"
+  # idem.stats counts keys only: the messages deleted are those written
+  # (the sequence the clients draw ids from) that are no longer there.
+  PURGED="(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM bench_message) - (SELECT count(*) FROM $TABLE)"
   ;;
 outbox)
   TABLE=idem.outbox_event
   EXPIRED="status = 'published' AND published_at <= now() - interval '$RETENTION seconds'"
+  PURGED="(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM bench_event) - (SELECT count(*) FROM $TABLE)"
   ;;
 *)
   echo "usage: bench/churn.sh [keys|inbox|outbox]" >&2
@@ -58,12 +64,13 @@ outbox)
   ;;
 esac
 
+IFS=';' read -ra EXTRA_SETTINGS <<<"${CHURN_SETTINGS:-}"
 prepare_overhead_work churn cluster
 start_cluster "$WORK/cluster" "${IDEM_BENCH_PORT:-55631}" \
   "fsync = on" "shared_buffers = 1GB" \
   "synchronous_commit = $SYNC" "idem.database = 'postgres'" "idem.naptime = 1s" \
   "idem.retention = '${RETENTION}s'" "idem.inbox_retention = '${RETENTION}s'" \
-  "idem.outbox_retention = '${RETENTION}s'"
+  "idem.outbox_retention = '${RETENTION}s'" "${EXTRA_SETTINGS[@]}"
 CONN=(-h "$PGHOST" -p "$PGPORT" -U postgres -d postgres)
 psql_q() { as_cluster_user psql -XAtq -v ON_ERROR_STOP=1 "${CONN[@]}" "$@"; }
 psql_q -c 'CREATE EXTENSION idem'
@@ -94,7 +101,8 @@ else
     echo "  $c clients: $tps tps"
     if [ "$(echo "$tps > $best" | bc)" = 1 ]; then best=$tps CLIENTS=$c; fi
   done
-  psql_q -c "TRUNCATE $TABLE" -c 'CHECKPOINT'
+  psql_q -c "TRUNCATE $TABLE" -c "SELECT setval('bench_message', 1, false), setval('bench_event', 1, false)" \
+    -c 'CHECKPOINT'
 fi
 
 TOTAL=$(((WARMUP + PERIODS) * RETENTION))
@@ -110,7 +118,7 @@ sample() {  # period -> one CSV line
       pg_total_relation_size('$TABLE'),
       (SELECT count(*) FROM $TABLE),
       (SELECT count(*) FROM $TABLE WHERE $EXPIRED),
-      (SELECT rows_purged FROM idem.stats),
+      $PURGED,
       (SELECT total_rounds FROM idem.worker_status),
       (SELECT state FROM idem.worker_status)"
 }
@@ -127,9 +135,11 @@ done
 wait "$bench_pid" || true
 tps=$(tps_of <"$WORK/pgbench.out")
 
-python3 - "$WORK" "$WARMUP" "$RETENTION" "$WHAT" "$CLIENTS" "$tps" "$SYNC" "$start" >"$OUT" <<'PY'
-import csv, glob, sys, statistics
-work, warmup, retention, what, clients, tps, sync, start = sys.argv[1:]
+machine="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), PostgreSQL $(psql_q -c 'SHOW server_version' | cut -d' ' -f1)"
+setup="storage: ${CHURN_STORAGE:-as shipped}; settings: ${CHURN_SETTINGS:-the defaults}"
+python3 - "$WORK" "$WARMUP" "$RETENTION" "$WHAT" "$CLIENTS" "$tps" "$SYNC" "$start" "$machine" "$setup" >"$OUT" <<'PY'
+import csv, datetime, glob, sys, statistics
+work, warmup, retention, what, clients, tps, sync, start, machine, setup = sys.argv[1:]
 warmup, retention, start = int(warmup), int(retention), int(start)
 rows = [r for r in csv.reader(open(f"{work}/samples.csv"))]
 lat = {}
@@ -143,6 +153,8 @@ def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 print(f"# Churn of {what}: retention {retention} s, {clients} clients flat out, synchronous_commit {sync}\n")
+now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+print(f"{now}; {machine}; a private cluster, fsync on, shared_buffers 1 GB; {setup}.\n")
 print(f"{tps} transactions a second over the run. Periods 1-{warmup} are the warm-up.\n")
 print("| period | size (MB) | rows | expired, not purged | purged in the period | worker rounds | p50 (ms) | p99 (ms) |")
 print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

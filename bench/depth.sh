@@ -19,6 +19,8 @@
 #   DEPTH_ROUNDS   rounds, the peers' order turning each round (2)
 #   DEPTH_SYNC     synchronous_commit (off)
 #   DEPTH_OUT      the report (bench/results/<date>-depth.md)
+#   DEPTH_LEAN_AT  the size at which a leaner row's bytes are measured too
+#                  (10000000): the same rows with the hash as bytea
 # The cluster: fsync on, shared_buffers 1GB, the worker off (nothing in the
 # table expires during the run), autovacuum as shipped.
 #
@@ -152,12 +154,33 @@ for n in $SIZES; do
     FROM idem.idempotency_request")
   [ "$counts" = "$n 0" ] ||
     { echo "$n keys: loaded keys and keys not finished with 201: $counts" >&2; exit 1; }
+  # A leaner row, measured rather than guessed: the same rows with the
+  # request hash as its 32 raw bytes (bytea) instead of 64 hex digits, the
+  # same primary key and purge index.
+  if [ "$n" = "${DEPTH_LEAN_AT:-10000000}" ]; then
+    say "$n keys: the same rows with the hash as bytea"
+    psql_q -F $'\t' >>"$WORK/lean.tsv" <<SQL
+CREATE TABLE lean (LIKE idem.idempotency_request INCLUDING DEFAULTS);
+ALTER TABLE lean ALTER request_hash TYPE bytea USING decode(request_hash, 'hex');
+INSERT INTO lean SELECT scope, key, decode(request_hash, 'hex'), status, recovery_point, fence, attempt_count,
+    claimed_by, claimed_at, locked_until, response_code, response_body, result_ref_type, result_ref_id,
+    failure_code, failure_message, created_at, updated_at, finished_at, expires_at, bound_session
+  FROM idem.idempotency_request WHERE fence <= $n;
+ALTER TABLE lean ADD PRIMARY KEY (scope, key);
+CREATE INDEX lean_purge ON lean (expires_at) WHERE status <> 'processing';
+VACUUM lean;
+SELECT $n, pg_relation_size('lean'), pg_relation_size('lean_pkey'), pg_relation_size('lean_purge'),
+       pg_total_relation_size('lean');
+DROP TABLE lean;
+SQL
+  fi
 done
 
 machine="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), PostgreSQL $(psql_q -c 'SHOW server_version' | cut -d' ' -f1)"
-python3 - "$RAW" "$SIZES_TSV" "$machine" "$CLIENTS" "$SECS" "$ROUNDS" "$SYNC" >"$OUT" <<'PY'
+touch "$WORK/lean.tsv"
+python3 - "$RAW" "$SIZES_TSV" "$machine" "$CLIENTS" "$SECS" "$ROUNDS" "$SYNC" "$WORK/lean.tsv" >"$OUT" <<'PY'
 import csv, datetime, glob, statistics, sys
-raw, sizes_tsv, machine, clients, secs, rounds, sync = sys.argv[1:]
+raw, sizes_tsv, machine, clients, secs, rounds, sync, lean_tsv = sys.argv[1:]
 runs = [r for r in csv.reader(open(raw), delimiter="\t")]
 sizes = {int(r[0]): [int(x) for x in r[1:]] for r in csv.reader(open(sizes_tsv), delimiter="\t")}
 lat, tps = {}, {}
@@ -179,6 +202,10 @@ print("| keys | table (MB) | bytes a key: heap | primary key | purge index | tot
 print("| ---: | ---: | ---: | ---: | ---: | ---: |")
 for n, (heap, pk, purge, total) in sorted(sizes.items()):
     print(f"| {n:,} | {total / 1048576:,.0f} | {heap / n:.0f} | {pk / n:.0f} | {purge / n:.0f} | {total / n:.0f} |")
+for r in csv.reader(open(lean_tsv), delimiter="\t"):
+    if len(r) == 5:
+        n, heap, pk, purge, total = (int(x) for x in r)
+        print(f"| {n:,}, hash as bytea | {total / 1048576:,.0f} | {heap / n:.0f} | {pk / n:.0f} | {purge / n:.0f} | {total / n:.0f} |")
 print()
 smallest = min(sizes)
 peers = {"replay": ("idem", "pkread", "floor"), "newkey": ("idem", "floor")}

@@ -4098,6 +4098,18 @@ AS $$
 $$;
 -- ==== end owners ====
 
+-- ==== storage: the churned tables keep their pages (docs/operating.md "Storage settings") ====
+-- Each of these tables deletes every row one retention after writing it.
+-- When a vacuum finds the file's last pages empty it gives them back to
+-- the file system, under an ACCESS EXCLUSIVE lock that every claim, message
+-- and event queues behind (and that standbys replay the same way), and the
+-- table grows them back within seconds. Kept, the table stays at the size
+-- its churn needs (bench/README.md, "Flat under churn").
+ALTER TABLE idem.idempotency_request SET (vacuum_truncate = false);
+ALTER TABLE idem.consumed_message SET (vacuum_truncate = false);
+ALTER TABLE idem.outbox_event SET (vacuum_truncate = false);
+-- ==== end storage ====
+
 -- ==== portable engine: support-1.2.sql ====
 -- ==== portable support for 1.2: idem.run_maintenance (portable/functions/idem_run_maintenance.sql) ====
 -- The C++ engine's worker statements (src/policy/policy_statements.cpp) and

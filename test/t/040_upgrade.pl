@@ -407,6 +407,13 @@ like($schema{fresh}, qr/CONSTRAINT idempotency_request_invariants CHECK \(idem\.
 	'the dump shows the members (the invariants constraint)');
 is($schema{stepwise}, $schema{fresh}, 'CREATE EXTENSION idem and 1.0 + ALTER EXTENSION UPDATE build the same schema');
 is($schema{from_1_1}, $schema{fresh}, 'CREATE EXTENSION idem and 1.1 + ALTER EXTENSION UPDATE build the same schema');
+# 1.2's storage settings, on a fresh install and on both updates.
+for my $d (qw(fresh stepwise from_1_1)) {
+	is(sql($d, q{SELECT string_agg(relname || ' ' || array_to_string(reloptions, ','), '; ' ORDER BY relname)
+	               FROM pg_class WHERE relnamespace = 'idem'::regnamespace AND reloptions IS NOT NULL}),
+		'consumed_message vacuum_truncate=false; idempotency_request vacuum_truncate=false; outbox_event vacuum_truncate=false',
+		"$d: the churned tables keep the pages a vacuum empties (vacuum_truncate off)");
+}
 # 1.2's call on a database that came from 1.0: the round runs, and the key
 # the policy section below relies on is untouched by it.
 like(sql('stepwise', q{SELECT idem.run_maintenance()}), qr/"swept": 0,/,
