@@ -120,6 +120,17 @@ run() {  # size workload peer round
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$workload" "$peer" "$round" "$tps" "$dir" >>"$RAW"
 }
 
+turns() {  # size workload round peer...: each peer once, in reverse order every other round
+  local size=$1 workload=$2 round=$3 peer
+  shift 3
+  local peers=("$@")
+  [ $((round % 2)) = 0 ] && mapfile -t peers < <(printf '%s\n' "$@" | tac)
+  for peer in "${peers[@]}"; do
+    say "$size keys, round $round: $workload, $peer"
+    run "$size" "$workload" "$peer" "$round"
+  done
+}
+
 SIZES_TSV=$WORK/sizes.tsv
 : >"$SIZES_TSV"
 for n in $SIZES; do
@@ -134,18 +145,8 @@ for n in $SIZES; do
       pg_relation_size('idem.idempotency_request_purge_idx'),
       pg_total_relation_size('idem.idempotency_request')" >>"$SIZES_TSV"
   for ((round = 1; round <= ROUNDS; round++)); do
-    order="idem pkread floor"
-    [ $((round % 2)) = 0 ] && order="floor pkread idem"
-    for peer in $order; do
-      say "$n keys, round $round: replay, $peer"
-      run "$n" replay "$peer" "$round"
-    done
-    order="idem floor"
-    [ $((round % 2)) = 0 ] && order="floor idem"
-    for peer in $order; do
-      say "$n keys, round $round: new key, $peer"
-      run "$n" newkey "$peer" "$round"
-    done
+    turns "$n" replay "$round" idem pkread floor
+    turns "$n" newkey "$round" idem floor
   done
   # Every key the run claimed new is there, finished, and every loaded key
   # is still there: the load and the runs kept the table's invariants.
