@@ -175,9 +175,15 @@ if measured:
     purged_per_round = (int(measured[-1][5]) - int(rows[warmup - 1][5] if warmup else 0)) / max(
         1, int(measured[-1][6]) - int(rows[warmup - 1][6] if warmup else 0))
     worst_backlog = max(int(r[4]) for r in measured)
+    # One period's p99 moves with the checkpoint that falls in it; the
+    # median of five periods' p99 at each end is the steadier comparison.
+    ends = min(5, len(measured) // 2) or 1
+    def p99s(rs): return [pct(lat.get(int(r[0]), []), .99) for r in rs]
+    p99_ends = statistics.median(p99s(measured[-ends:])) / statistics.median(p99s(measured[:ends]))
     print(f"\nOver periods {first}-{last}: size within ±{spread * 100:.1f}% of its median "
           f"({mid / 1048576:.0f} MB); largest backlog {worst_backlog} rows, "
           f"{worst_backlog / max(purged_per_round, 1):.2f} rounds' worth "
-          f"({purged_per_round:.0f} rows a round); p99 of period {last} / period {first}: {p99_ratio:.2f}.")
+          f"({purged_per_round:.0f} rows a round); p99 of period {last} / period {first}: {p99_ratio:.2f}; "
+          f"median p99 of the last {ends} periods / the first {ends}: {p99_ends:.2f}.")
 PY
 cat "$OUT"

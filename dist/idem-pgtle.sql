@@ -4120,6 +4120,93 @@ ALTER TABLE idem.consumed_message SET (vacuum_truncate = false);
 ALTER TABLE idem.outbox_event SET (vacuum_truncate = false);
 -- ==== end storage ====
 
+-- ==== stats: the inbox's and the outbox's purges counted (docs/operating.md "Counters") ====
+-- 1.1 counted the keys the worker purged (rows_purged) and nothing of the
+-- messages and events it purges in the same round, so a dashboard could not
+-- tell an inbox purge that keeps up from one that stopped. The worker and
+-- idem.run_maintenance() count both as each batch commits; the view and its
+-- function are made again with the two columns (and their grants). The
+-- library still fills 1.0's and 1.1's shorter declarations, so idem.stats
+-- keeps working between a new library and ALTER EXTENSION UPDATE.
+DROP VIEW idem.stats;
+DROP FUNCTION idem.stats_counters();
+CREATE FUNCTION idem.stats_counters(
+    OUT datid oid,
+    OUT new_claim bigint,
+    OUT replay_success bigint,
+    OUT processing_active bigint,
+    OUT processing_stale bigint,
+    OUT retryable_failure bigint,
+    OUT final_failure bigint,
+    OUT request_mismatches bigint,
+    OUT stale_fences bigint,
+    OUT marked_succeeded bigint,
+    OUT marked_failed_retryable bigint,
+    OUT marked_failed_final bigint,
+    OUT recovery_points_set bigint,
+    OUT rows_swept bigint,
+    OUT rows_purged bigint,
+    OUT worker_rounds bigint,
+    OUT waits_started bigint,
+    OUT waits_answered bigint,
+    OUT waits_timed_out bigint,
+    OUT wait_time_us bigint,
+    OUT polling_fallbacks bigint,
+    OUT session_bound_takeovers bigint,
+    OUT completer_runs bigint,
+    OUT completer_successes bigint,
+    OUT completer_failures bigint,
+    OUT wait_attempts bigint,
+    OUT wakeups_sent bigint,
+    OUT messages_purged bigint,
+    OUT events_purged bigint,
+    OUT last_worker_round timestamptz,
+    OUT stats_reset timestamptz)
+RETURNS SETOF record
+-- stats_counters: the C++ engine counts in shared memory, which the
+-- portable engine does not have, and no table records these events. So one
+-- row, this database's, with every counter and timestamp NULL: unknown,
+-- never a made-up 0. One body for both headers (1.0's eighteen columns and
+-- 1.1's twenty-nine): RETURN NEXT returns the OUT parameters, which are
+-- NULL but for datid, a column both headers have.
+AS $function$
+BEGIN
+    datid := (SELECT d.oid FROM pg_catalog.pg_database d
+               WHERE d.datname = pg_catalog.current_database());
+    RETURN NEXT;
+END
+$function$
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE VIEW idem.stats AS
+SELECT s.datid, d.datname,
+       s.new_claim, s.replay_success, s.processing_active, s.processing_stale,
+       s.retryable_failure, s.final_failure, s.request_mismatches, s.stale_fences,
+       s.marked_succeeded, s.marked_failed_retryable, s.marked_failed_final,
+       s.recovery_points_set, s.rows_swept, s.rows_purged,
+       s.worker_rounds, s.waits_started, s.waits_answered, s.waits_timed_out,
+       CASE WHEN s.waits_answered + s.waits_timed_out > 0
+            THEN s.wait_time_us::float8 / 1000.0 / (s.waits_answered + s.waits_timed_out)
+       END AS mean_wait_ms,
+       s.polling_fallbacks, s.session_bound_takeovers,
+       s.completer_runs, s.completer_successes, s.completer_failures,
+       s.wait_attempts, s.wakeups_sent,
+       s.messages_purged, s.events_purged,
+       s.last_worker_round, s.stats_reset
+  FROM idem.stats_counters() s
+  LEFT JOIN pg_catalog.pg_database d ON d.oid = s.datid
+ WHERE s.datid IS NULL OR d.oid IS NOT NULL;
+
+COMMENT ON VIEW idem.stats IS
+    'idem''s counters since stats_reset, one row per database; needs shared_preload_libraries = ''idem''.';
+
+REVOKE ALL ON FUNCTION idem.stats_counters() FROM PUBLIC;
+REVOKE ALL ON TABLE idem.stats FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.stats_counters() TO pg_monitor;
+GRANT SELECT ON TABLE idem.stats TO pg_monitor;
+-- ==== end stats ====
+
 -- ==== portable engine: support-1.2.sql ====
 -- ==== portable support for 1.2: idem.run_maintenance (portable/functions/idem_run_maintenance.sql) ====
 -- The C++ engine's worker statements (src/policy/policy_statements.cpp) and
@@ -11339,6 +11426,93 @@ ALTER TABLE idem.idempotency_request SET (vacuum_truncate = false);
 ALTER TABLE idem.consumed_message SET (vacuum_truncate = false);
 ALTER TABLE idem.outbox_event SET (vacuum_truncate = false);
 -- ==== end storage ====
+
+-- ==== stats: the inbox's and the outbox's purges counted (docs/operating.md "Counters") ====
+-- 1.1 counted the keys the worker purged (rows_purged) and nothing of the
+-- messages and events it purges in the same round, so a dashboard could not
+-- tell an inbox purge that keeps up from one that stopped. The worker and
+-- idem.run_maintenance() count both as each batch commits; the view and its
+-- function are made again with the two columns (and their grants). The
+-- library still fills 1.0's and 1.1's shorter declarations, so idem.stats
+-- keeps working between a new library and ALTER EXTENSION UPDATE.
+DROP VIEW idem.stats;
+DROP FUNCTION idem.stats_counters();
+CREATE FUNCTION idem.stats_counters(
+    OUT datid oid,
+    OUT new_claim bigint,
+    OUT replay_success bigint,
+    OUT processing_active bigint,
+    OUT processing_stale bigint,
+    OUT retryable_failure bigint,
+    OUT final_failure bigint,
+    OUT request_mismatches bigint,
+    OUT stale_fences bigint,
+    OUT marked_succeeded bigint,
+    OUT marked_failed_retryable bigint,
+    OUT marked_failed_final bigint,
+    OUT recovery_points_set bigint,
+    OUT rows_swept bigint,
+    OUT rows_purged bigint,
+    OUT worker_rounds bigint,
+    OUT waits_started bigint,
+    OUT waits_answered bigint,
+    OUT waits_timed_out bigint,
+    OUT wait_time_us bigint,
+    OUT polling_fallbacks bigint,
+    OUT session_bound_takeovers bigint,
+    OUT completer_runs bigint,
+    OUT completer_successes bigint,
+    OUT completer_failures bigint,
+    OUT wait_attempts bigint,
+    OUT wakeups_sent bigint,
+    OUT messages_purged bigint,
+    OUT events_purged bigint,
+    OUT last_worker_round timestamptz,
+    OUT stats_reset timestamptz)
+RETURNS SETOF record
+-- stats_counters: the C++ engine counts in shared memory, which the
+-- portable engine does not have, and no table records these events. So one
+-- row, this database's, with every counter and timestamp NULL: unknown,
+-- never a made-up 0. One body for both headers (1.0's eighteen columns and
+-- 1.1's twenty-nine): RETURN NEXT returns the OUT parameters, which are
+-- NULL but for datid, a column both headers have.
+AS $function$
+BEGIN
+    datid := (SELECT d.oid FROM pg_catalog.pg_database d
+               WHERE d.datname = pg_catalog.current_database());
+    RETURN NEXT;
+END
+$function$
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE VIEW idem.stats AS
+SELECT s.datid, d.datname,
+       s.new_claim, s.replay_success, s.processing_active, s.processing_stale,
+       s.retryable_failure, s.final_failure, s.request_mismatches, s.stale_fences,
+       s.marked_succeeded, s.marked_failed_retryable, s.marked_failed_final,
+       s.recovery_points_set, s.rows_swept, s.rows_purged,
+       s.worker_rounds, s.waits_started, s.waits_answered, s.waits_timed_out,
+       CASE WHEN s.waits_answered + s.waits_timed_out > 0
+            THEN s.wait_time_us::float8 / 1000.0 / (s.waits_answered + s.waits_timed_out)
+       END AS mean_wait_ms,
+       s.polling_fallbacks, s.session_bound_takeovers,
+       s.completer_runs, s.completer_successes, s.completer_failures,
+       s.wait_attempts, s.wakeups_sent,
+       s.messages_purged, s.events_purged,
+       s.last_worker_round, s.stats_reset
+  FROM idem.stats_counters() s
+  LEFT JOIN pg_catalog.pg_database d ON d.oid = s.datid
+ WHERE s.datid IS NULL OR d.oid IS NOT NULL;
+
+COMMENT ON VIEW idem.stats IS
+    'idem''s counters since stats_reset, one row per database; needs shared_preload_libraries = ''idem''.';
+
+REVOKE ALL ON FUNCTION idem.stats_counters() FROM PUBLIC;
+REVOKE ALL ON TABLE idem.stats FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.stats_counters() TO pg_monitor;
+GRANT SELECT ON TABLE idem.stats TO pg_monitor;
+-- ==== end stats ====
 
 -- ==== portable engine: support-1.2.sql ====
 -- ==== portable support for 1.2: idem.run_maintenance (portable/functions/idem_run_maintenance.sql) ====

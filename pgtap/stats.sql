@@ -11,7 +11,7 @@ SELECT columns_are('idem', 'stats', ARRAY['datid', 'datname', 'new_claim', 'repl
   'recovery_points_set', 'rows_swept', 'rows_purged', 'worker_rounds', 'waits_started',
   'waits_answered', 'waits_timed_out', 'mean_wait_ms', 'polling_fallbacks', 'session_bound_takeovers',
   'completer_runs', 'completer_successes', 'completer_failures', 'wait_attempts', 'wakeups_sent',
-  'last_worker_round', 'stats_reset'],
+  'messages_purged', 'events_purged', 'last_worker_round', 'stats_reset'],
   'stats has the documented columns');
 SELECT columns_are('idem', 'key_health', ARRAY['scope', 'processing', 'stuck', 'oldest_processing_age',
   'expired_unpurged', 'oldest_expired_age', 'awaiting_completer'], 'key_health has the documented columns');

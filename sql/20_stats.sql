@@ -107,6 +107,26 @@ SELECT stats_moved() ~ '^rows_purged \+ *[0-9]+$' AS only_rows_purged_moved;
 SELECT idem.purge_expired() AS nothing_left;
 SELECT stats_moved() AS empty_purge;
 
+-- The inbox's and the outbox's purges (1.2): counted by idem.run_maintenance()
+-- (and the worker), one row each here; a direct purge_consumed() or
+-- purge_published() is an SQL function and counts nothing.
+TRUNCATE idem.consumed_message, idem.outbox_event;
+SELECT idem.consume_once('st-inbox', 'm' || g, 'h', interval '1 hour') FROM generate_series(1, 3) g;
+UPDATE idem.consumed_message SET consumed_at = now() - interval '2 hours',
+       expires_at = now() - interval '1 hour';
+SELECT idem.outbox_put('st-outbox', 'k', 'shipped', '{}') IS NOT NULL AS put;
+SELECT idem.outbox_published(l.id, l.lease_fence) FROM idem.outbox_lease() l;
+UPDATE idem.outbox_event SET published_at = now() - interval '30 days';
+SELECT stats_moved() AS consumed_and_published;
+SELECT idem.purge_consumed(1) AS purged_by_hand;
+SELECT stats_moved() AS direct_purge_counts_nothing;
+SELECT r->'purged_messages' AS purged_messages, r->'purged_events' AS purged_events
+  FROM idem.run_maintenance() r;
+SELECT stats_moved() AS run_maintenance_purges;
+-- The outbox's ids and fences as they were, for the tests that follow.
+TRUNCATE idem.outbox_event RESTART IDENTITY;
+ALTER SEQUENCE idem.outbox_lease_fence_seq RESTART;
+
 -- The by-key tools and the views count nothing.
 SELECT count(*) AS found FROM idem.lookup('st', 'k2');
 SELECT status FROM idem.force_expire('st', 'k2');
@@ -122,7 +142,7 @@ SELECT stats_reset > :'reset_before' AS reset_time_moved,
        new_claim + replay_success + processing_active + processing_stale + retryable_failure
        + final_failure + request_mismatches + stale_fences + marked_succeeded
        + marked_failed_retryable + marked_failed_final + recovery_points_set + rows_swept
-       + rows_purged + worker_rounds AS sum_of_counters
+       + rows_purged + worker_rounds + messages_purged + events_purged AS sum_of_counters
   FROM idem.stats WHERE datname = current_database();
 SELECT kind FROM idem.claim_idempotency_key('st', 'after-reset', 'h');
 SELECT stats_moved() AS counting_resumes;

@@ -51,12 +51,19 @@ enum class Counter {
   // what wakes a waiter, and what the waiters did when woken (wait_slots.hpp)
   wait_attempts,  // claim attempts of the calls that waited, the first included
   wakeups_sent,   // commits that woke waiters: an outcome's commit, a COMMIT PREPARED
+  // what the worker and idem.run_maintenance() purged besides keys (1.2)
+  messages_purged,  // consumed inbox messages past their retention
+  events_purged,    // published outbox events past idem.outbox_retention
 };
 // The columns after the claim kinds follow them without a gap.
 static_assert(static_cast<int>(Counter::request_mismatches) ==
                   static_cast<int>(ClaimKind::final_failure) + 1,
               "idem.stats columns: the claim kinds come first, in ClaimKind order");
-inline constexpr int counter_count = static_cast<int>(Counter::wakeups_sent) + 1;
+inline constexpr int counter_count = static_cast<int>(Counter::events_purged) + 1;
+// How many counters each version's idem.stats_counters() returns: every
+// version keeps the columns of the one before and adds its own after them.
+inline constexpr int counters_of_1_0 = static_cast<int>(Counter::worker_rounds) + 1;
+inline constexpr int counters_of_1_1 = static_cast<int>(Counter::wakeups_sent) + 1;
 
 // Databases with a row of their own; events of any further database are
 // counted together in one overflow row (datid NULL in idem.stats). A row of a

@@ -8,8 +8,21 @@ namespace idem {
 
 namespace {
 
-// Columns of idem.stats_counters(): datid, the counters, last_worker_round, stats_reset.
-constexpr int stats_columns = 1 + stats::counter_count + 2;
+// Columns of idem.stats_counters(): datid, the counters, last_worker_round,
+// stats_reset. A database whose schema is older than the library (the new
+// library installed, ALTER EXTENSION UPDATE not yet run) declares fewer
+// counters: it gets its version's, the first ones in the same order.
+constexpr int columns_around_counters = 3;
+constexpr int stats_columns = columns_around_counters + stats::counter_count;
+constexpr int known_counter_counts[] = {stats::counters_of_1_0, stats::counters_of_1_1,
+                                        stats::counter_count};
+
+// The number of counters a declaration of `columns` columns holds, or -1.
+int counters_declared(int columns) {
+  for (int counters : known_counter_counts)
+    if (columns == columns_around_counters + counters) return counters;
+  return -1;
+}
 
 void require_counters(const char *what) {
   if (!stats::available())
@@ -26,9 +39,10 @@ Datum timestamp_or_null(uint64 stored, bool *isnull) {
   return TimestampTzGetDatum(static_cast<TimestampTz>(stored));
 }
 
-void put_row(ReturnSetInfo *result, stats::DatabaseCounters *row) {
+void put_row(ReturnSetInfo *result, int counters, stats::DatabaseCounters *row) {
   Datum values[stats_columns];
   bool nulls[stats_columns];
+  int columns = columns_around_counters + counters;
   Oid datid = pg_atomic_read_u32(&row->datid);
   bool any_counted = false;
   values[0] = ObjectIdGetDatum(datid);
@@ -36,13 +50,14 @@ void put_row(ReturnSetInfo *result, stats::DatabaseCounters *row) {
   for (int i = 0; i < stats::counter_count; ++i) {
     uint64 value = pg_atomic_read_u64(&row->counters[i]);
     any_counted = any_counted || value != 0;
+    if (i >= counters) continue;
     values[1 + i] = Int64GetDatum(static_cast<int64>(value));
     nulls[1 + i] = false;
   }
-  values[stats_columns - 2] =
-      timestamp_or_null(pg_atomic_read_u64(&row->last_worker_round), &nulls[stats_columns - 2]);
-  values[stats_columns - 1] =
-      timestamp_or_null(pg_atomic_read_u64(&row->stats_reset), &nulls[stats_columns - 1]);
+  values[columns - 2] =
+      timestamp_or_null(pg_atomic_read_u64(&row->last_worker_round), &nulls[columns - 2]);
+  values[columns - 1] =
+      timestamp_or_null(pg_atomic_read_u64(&row->stats_reset), &nulls[columns - 1]);
   // The overflow row appears only once a database past the limit counted something.
   if (datid == InvalidOid && !any_counted) return;
   tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
@@ -54,15 +69,20 @@ Datum stats_counters(FunctionCallInfo fcinfo) {
   require_counters("idem.stats");
   InitMaterializedSRF(fcinfo, 0);
   auto *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-  if (result->setDesc->natts != stats_columns) {
+  int counters = counters_declared(result->setDesc->natts);
+  if (counters < 0) {
     ereport(ERROR, (errcode_of(sqlstate::internal),
                     errmsg("idem.stats_counters() is declared with the wrong columns"),
-                    errdetail("it returns %d columns; the library fills %d",
-                              result->setDesc->natts, stats_columns),
+                    errdetail("it returns %d columns; the library fills %d, %d or %d",
+                              result->setDesc->natts,
+                              columns_around_counters + known_counter_counts[0],
+                              columns_around_counters + known_counter_counts[1],
+                              columns_around_counters + known_counter_counts[2]),
                     errhint("Reinstall the extension: the library and its SQL script disagree.")));
   }
   stats::row_for(MyDatabaseId);  // the current database shows, if only with zeros
-  stats::for_each_row([result](stats::DatabaseCounters *row) { put_row(result, row); });
+  stats::for_each_row(
+      [result, counters](stats::DatabaseCounters *row) { put_row(result, counters, row); });
   return (Datum)0;
 }
 

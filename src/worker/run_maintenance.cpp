@@ -80,7 +80,9 @@ Datum run_maintenance(FunctionCallInfo) {
   call.purged_keys = drain(&session, Statement::purge_expired, limit, &call);
   stats::count(stats::Counter::rows_purged, call.purged_keys);
   call.purged_messages = drain(&session, Statement::purge_consumed, limit, &call);
+  stats::count(stats::Counter::messages_purged, call.purged_messages);
   call.purged_events = drain(&session, Statement::purge_published, limit, &call);
+  stats::count(stats::Counter::events_purged, call.purged_events);
   spi_finish(&session);
   return report(call, completers);
 }

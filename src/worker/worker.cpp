@@ -240,6 +240,10 @@ void count_batch(Statement statement, uint64 rows) {
     if (rows != 0) stats::count(stats::Counter::rows_purged, rows);
   } else {
     round_totals.messages += rows;
+    if (rows != 0)
+      stats::count(statement == Statement::purge_consumed ? stats::Counter::messages_purged
+                                                          : stats::Counter::events_purged,
+                   rows);
   }
   record_round_progress(my_index, round_totals.swept, round_totals.purged);
 }

@@ -214,7 +214,8 @@ for series in 'idem_claims_total{datname="app",kind="new_claim"}' \
     'idem_worker_state{datname="app",state="disabled"}' 'idem_worker_state{datname="bare",state="disabled"}' \
     'idem_keys_stuck{datname="app",scope="pay"}' 'idem_keys_expired_unpurged{datname="app",scope="pay"}' \
     'idem_outbox_dead{datname="app"}' 'idem_outbox_oldest_pending_age_seconds{datname="app"}' \
-    'idem_settings_lock_timeout_max_seconds{datname="app"}'; do
+    'idem_settings_lock_timeout_max_seconds{datname="app"}' \
+    'idem_stats_messages_purged_total{datname="app"}' 'idem_stats_events_purged_total{datname="app"}'; do
   if eventually 30 has_series "$series"; then ok "series $series"; else not_ok "no series $series"; fi
 done
 # The exporter's own labels are gone from idem_*, the row's stay.

@@ -96,6 +96,24 @@ ok( $node->poll_query_until(
 SELECT worker_rounds >= 2 AND rows_swept = 2 AND rows_purged = 1 AND last_worker_round IS NOT NULL
 FROM idem.stats WHERE datname = 'postgres'}),
 	'its rounds and rows are counted in idem.stats');
+
+# The inbox and the outbox are purged in the same rounds, and counted
+# (1.2): a consumed message past its retention, an event published before
+# idem.outbox_retention (7 days by default).
+$node->safe_psql('postgres', q{
+SELECT idem.consume_once('mail', 'm1', 'h', interval '1 hour');
+UPDATE idem.consumed_message SET consumed_at = now() - interval '2 hours',
+       expires_at = now() - interval '1 hour';
+SELECT idem.outbox_put('pay', 'order-1', 'receipt', '{}');
+SELECT idem.outbox_published(l.id, l.lease_fence) FROM idem.outbox_lease() l;
+UPDATE idem.outbox_event SET published_at = now() - interval '30 days'});
+ok( $node->poll_query_until(
+		'postgres', q{
+SELECT s.messages_purged = 1 AND s.events_purged = 1
+       AND NOT EXISTS (SELECT FROM idem.consumed_message)
+       AND NOT EXISTS (SELECT FROM idem.outbox_event)
+FROM idem.stats s WHERE s.datname = 'postgres'}),
+	'the worker purges the expired message and the published event, and counts them');
 ok(!$node->log_contains(qr/ERROR|FATAL/), 'no error in the server log');
 
 $node->stop;
