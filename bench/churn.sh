@@ -10,8 +10,11 @@
 # Usage (as root, like ./run-tests): bench/churn.sh [keys|inbox|outbox]
 #   CHURN_RETENTION  seconds a row is kept (30)
 #   CHURN_PERIODS    retention periods measured after the warm-up (20)
-#   CHURN_WARMUP     retention periods before them (4): the table fills and
-#                    autovacuum (naptime 1 min) has visited it once
+#   CHURN_WARMUP     retention periods before them (default: the periods that
+#                    cover checkpoint_timeout, 5 min, and one more): the
+#                    table fills, autovacuum (naptime 1 min) has visited it,
+#                    and the first timed checkpoint has begun, so the
+#                    measured periods all run under the checkpoint cycle
 #   CHURN_CLIENTS    pgbench clients; unset: the count among CHURN_PROBE
 #                    ("2 4 8") with the most transactions a second in a short
 #                    run with the worker on, which is then the peak rate
@@ -22,11 +25,12 @@
 #   CHURN_OUT        the report (bench/results/<date>-churn-<what>.md)
 # The cluster: fsync on, shared_buffers 1GB, idem.naptime 1s, the default
 # idem.batch_size and idem.batch_delay, autovacuum and checkpoints as
-# PostgreSQL ships them: a checkpoint every minute or two of this write rate
-# (max_wal_size 1GB), so that every period pays for them alike, as on a
-# server that has run for days. With checkpoints held off (max_wal_size
-# 8GB), the one that came at last fell in the final periods and doubled
-# their p99 (bench/results/2026-11-26-churn-keys-shipped-8gb-wal.md).
+# PostgreSQL ships them (checkpoint_timeout 5 min, max_wal_size 1GB), so
+# that every period pays for them alike, as on a server that has run for
+# days; the report counts the checkpoints of each period. With checkpoints
+# held off (max_wal_size 8GB), the one that came at last fell in the final
+# periods and doubled their p99
+# (bench/results/2026-11-26-churn-keys-shipped-8gb-wal.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -35,7 +39,7 @@ source bench/overhead_lib.sh
 WHAT=${1:-keys}
 RETENTION=${CHURN_RETENTION:-30}
 PERIODS=${CHURN_PERIODS:-20}
-WARMUP=${CHURN_WARMUP:-4}
+WARMUP=${CHURN_WARMUP:-$(((300 + RETENTION - 1) / RETENTION + 1))}
 PROBE=${CHURN_PROBE:-2 4 8}
 SYNC=${CHURN_SYNC:-off}
 OUT=${CHURN_OUT:-bench/results/$(date -u +%F)-churn-$WHAT.md}
@@ -122,7 +126,22 @@ sample() {  # period -> one CSV line
       (SELECT total_rounds FROM idem.worker_status),
       (SELECT state FROM idem.worker_status)"
 }
+# Checkpoints begun so far (pg_stat_checkpointer from PostgreSQL 17 on).
+if [ "$(psql_q -c 'SHOW server_version_num')" -ge 170000 ]; then
+  CHECKPOINTS="(SELECT num_timed + num_requested FROM pg_stat_checkpointer)"
+else
+  CHECKPOINTS="(SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)"
+fi
+diagnose() {  # period -> one CSV line: where the size is, what vacuum and checkpoints did
+  psql_q -F, -c "SELECT $1, pg_relation_size('$TABLE'), t.n_dead_tup, t.autovacuum_count, $CHECKPOINTS,
+      w.wal_bytes, w.wal_fpi,
+      (SELECT string_agg(c.relname || ' ' || pg_relation_size(c.oid), ' ' ORDER BY c.relname)
+         FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+        WHERE i.indrelid = '$TABLE'::regclass)
+    FROM pg_stat_user_tables t, pg_stat_wal w WHERE t.relid = '$TABLE'::regclass"
+}
 : >"$WORK/samples.csv"
+: >"$WORK/diagnosis.csv"
 start=$(date +%s)
 for ((p = 1; p <= WARMUP + PERIODS; p++)); do
   # Sampled at each period's end, by the clock the periods are counted on.
@@ -131,6 +150,7 @@ for ((p = 1; p <= WARMUP + PERIODS; p++)); do
     sleep 0.2
   done
   sample "$p" | tee -a "$WORK/samples.csv"
+  diagnose "$p" >>"$WORK/diagnosis.csv"
 done
 wait "$bench_pid" || true
 tps=$(tps_of <"$WORK/pgbench.out")
@@ -185,5 +205,23 @@ if measured:
           f"{worst_backlog / max(purged_per_round, 1):.2f} rounds' worth "
           f"({purged_per_round:.0f} rows a round); p99 of period {last} / period {first}: {p99_ratio:.2f}; "
           f"median p99 of the last {ends} periods / the first {ends}: {p99_ends:.2f}.")
+diagnosis = [r for r in csv.reader(open(f"{work}/diagnosis.csv"))]
+if diagnosis:
+    names = diagnosis[0][7].split()[0::2]
+    print("\nWhere the size is (MB), and what vacuum and checkpoints did, at each period's end"
+          " (autovacuums and checkpoints begun since the cluster started):\n")
+    print("WAL is the server's in the period (MB), and its full-page images.\n")
+    print("| period | heap | " + " | ".join(names)
+          + " | dead tuples | autovacuums | checkpoints | WAL | full-page images |")
+    print("| ---: | ---: | " + " | ".join("---:" for _ in names) + " | ---: | ---: | ---: | ---: | ---: |")
+    wal_before, fpi_before = 0, 0
+    for p, heap, dead, vacuums, checkpoints, wal, fpi, indexes in diagnosis:
+        sizes = indexes.split()[1::2]
+        wal, fpi = float(wal), int(fpi)
+        print(f"| {p} | {int(heap) / 1048576:.1f} | "
+              + " | ".join(f"{int(x) / 1048576:.1f}" for x in sizes)
+              + f" | {dead} | {vacuums} | {checkpoints} | {(wal - wal_before) / 1048576:.0f}"
+              + f" | {fpi - fpi_before} |")
+        wal_before, fpi_before = wal, fpi
 PY
 cat "$OUT"
