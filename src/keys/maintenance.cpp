@@ -153,6 +153,17 @@ uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 lim
   return spi_run(session, for_key_table(statement, has_binding), params, nullptr);
 }
 
+void count_maintenance_rows(Statement statement, uint64 rows) {
+  if (rows == 0) return;
+  switch (statement) {
+    case Statement::sweep_stale: stats::count(stats::Counter::rows_swept, rows); break;
+    case Statement::purge_expired: stats::count(stats::Counter::rows_purged, rows); break;
+    case Statement::purge_consumed: stats::count(stats::Counter::messages_purged, rows); break;
+    case Statement::purge_published: stats::count(stats::Counter::events_purged, rows); break;
+    default: break;
+  }
+}
+
 namespace {
 
 Datum run_batch(FunctionCallInfo fcinfo, Statement statement) {
@@ -161,21 +172,13 @@ Datum run_batch(FunctionCallInfo fcinfo, Statement statement) {
   spi_connect(&session);
   uint64 rows = run_maintenance_batch(&session, statement, limit);
   spi_finish(&session);
+  count_maintenance_rows(statement, rows);
   return Int64GetDatum(static_cast<int64>(rows));
 }
 
-// The worker counts its own batches (count_batch in src/worker/worker.cpp).
-Datum purge_expired(FunctionCallInfo fcinfo) {
-  Datum rows = run_batch(fcinfo, Statement::purge_expired);
-  stats::count(stats::Counter::rows_purged, static_cast<uint64>(DatumGetInt64(rows)));
-  return rows;
-}
+Datum purge_expired(FunctionCallInfo fcinfo) { return run_batch(fcinfo, Statement::purge_expired); }
 
-Datum sweep_stale(FunctionCallInfo fcinfo) {
-  Datum rows = run_batch(fcinfo, Statement::sweep_stale);
-  stats::count(stats::Counter::rows_swept, static_cast<uint64>(DatumGetInt64(rows)));
-  return rows;
-}
+Datum sweep_stale(FunctionCallInfo fcinfo) { return run_batch(fcinfo, Statement::sweep_stale); }
 
 }  // namespace
 

@@ -14,4 +14,9 @@ namespace idem {
 // backlog is done (for now). May raise an error.
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit);
 
+// Counts `rows` a maintenance statement changed in idem.stats, under the
+// statement's counter (rows_swept, rows_purged, messages_purged,
+// events_purged): every caller that drives maintenance counts through here.
+void count_maintenance_rows(Statement statement, uint64 rows);
+
 }  // namespace idem

@@ -8,7 +8,6 @@
 // stopped there with work left ("more"). Returns the counts per stage as
 // jsonb; README, "run_maintenance", names the keys.
 #include "keys/maintenance.hpp"
-#include "keys/stats.hpp"
 #include "messages/message_maintenance.hpp"
 #include "pg/guard.hpp"
 #include "policy/completer_call.hpp"
@@ -42,6 +41,7 @@ uint64 drain(SpiSession *session, Statement statement, int32 limit, CallTotals *
   for (int batch = 0; batch < batches_per_stage; ++batch) {
     CHECK_FOR_INTERRUPTS();
     uint64 rows = run_maintenance_batch(session, statement, limit);
+    count_maintenance_rows(statement, rows);
     totals->batches += 1;
     total += rows;
     if (rows < static_cast<uint64>(limit)) return total;
@@ -75,14 +75,10 @@ Datum run_maintenance(FunctionCallInfo) {
   SpiSession session;
   spi_connect(&session);
   call.swept = drain(&session, Statement::sweep_stale, limit, &call);
-  stats::count(stats::Counter::rows_swept, call.swept);
   run_completers_in_call(&session, limit, batches_per_stage, &completers);
   call.purged_keys = drain(&session, Statement::purge_expired, limit, &call);
-  stats::count(stats::Counter::rows_purged, call.purged_keys);
   call.purged_messages = drain(&session, Statement::purge_consumed, limit, &call);
-  stats::count(stats::Counter::messages_purged, call.purged_messages);
   call.purged_events = drain(&session, Statement::purge_published, limit, &call);
-  stats::count(stats::Counter::events_purged, call.purged_events);
   spi_finish(&session);
   return report(call, completers);
 }

@@ -232,19 +232,13 @@ void pause_after_full_batch(int full_in_a_row) {
 // expire at) shows its progress batch by batch, not only when it ends.
 void count_batch(Statement statement, uint64 rows) {
   round_totals.batches += 1;
-  if (statement == Statement::sweep_stale) {
+  if (statement == Statement::sweep_stale)
     round_totals.swept += rows;
-    if (rows != 0) stats::count(stats::Counter::rows_swept, rows);
-  } else if (statement == Statement::purge_expired) {
+  else if (statement == Statement::purge_expired)
     round_totals.purged += rows;
-    if (rows != 0) stats::count(stats::Counter::rows_purged, rows);
-  } else {
+  else
     round_totals.messages += rows;
-    if (rows != 0)
-      stats::count(statement == Statement::purge_consumed ? stats::Counter::messages_purged
-                                                          : stats::Counter::events_purged,
-                   rows);
-  }
+  count_maintenance_rows(statement, rows);
   record_round_progress(my_index, round_totals.swept, round_totals.purged);
 }
 
@@ -343,8 +337,8 @@ void run_round() {
                          my_database, round_totals.messages, round_totals.batches,
                          round_totals.pauses)));
   // The one place a worker round is counted (its rows were, batch by batch,
-  // in count_batch: it does not go through the SQL wrappers
-  // sweep_stale()/purge_expired(), which count their own).
+  // in count_batch through count_maintenance_rows, as every caller of the
+  // maintenance statements counts them).
   stats::count_worker_round(end);
   pgstat_report_stat(true);
 }
