@@ -2387,13 +2387,20 @@ RETURNS void
 -- idem.outbox_lease_lost's words, when the lease was lost. published_at is
 -- the clock at the mark, not the statement's start, as in C++: a relay may
 -- lease an aggregate's next event only after this mark committed, and the
--- times must say so.
+-- times must say so. The event's scope is checked first, before its status
+-- or fence is compared: a lease fence orders relays, it authorises nothing.
+-- An id no event has is a lost lease, as for a member.
 AS $function$
 DECLARE
     event_status text;
     event_fence bigint;
+    event_scope text;
     state text;
 BEGIN
+    SELECT e.scope INTO event_scope FROM idem.outbox_event e WHERE e.id = $1;
+    IF FOUND THEN
+        PERFORM idem.portable_check_scope_owner(event_scope);
+    END IF;
     UPDATE idem.outbox_event e
        SET status = 'published'::idem.outbox_status,
            published_at = pg_catalog.clock_timestamp(),
@@ -2746,6 +2753,10 @@ REVOKE ALL ON FUNCTION idem.run_maintenance() FROM PUBLIC;
 -- Without the library (the portable engine) idem.outbox_* are placeholders:
 -- one that was SET and then RESET, or SET LOCAL in an earlier transaction,
 -- reads as '' rather than NULL, which must mean "not set" too.
+-- (1.2, scopes owned by roles) A lease fence orders relays, it authorises
+-- nothing: the event's scope is checked first, before its status or fence
+-- is compared, as outbox_published does (src/messages/outbox.cpp). So the
+-- caller's idem.outbox_max_attempts bounds only events of its own scopes.
 CREATE OR REPLACE FUNCTION idem.outbox_failed(
     id bigint, lease_fence bigint, error text, retry_after interval DEFAULT NULL)
 RETURNS void
@@ -2756,6 +2767,7 @@ DECLARE
     max_attempts integer := COALESCE(NULLIF(pg_catalog.current_setting('idem.outbox_max_attempts', true), ''), '10')::integer;
     base interval := COALESCE(NULLIF(pg_catalog.current_setting('idem.outbox_backoff_base', true), ''), '1s')::interval;
     cap interval := COALESCE(NULLIF(pg_catalog.current_setting('idem.outbox_backoff_max', true), ''), '10min')::interval;
+    event_scope text;
 BEGIN
     -- idem.interval_is_positive is the rule of every interval idem takes
     -- (section intervals, below); zero is allowed here: retry at once.
@@ -2766,6 +2778,12 @@ BEGIN
                   DETAIL = pg_catalog.format('outbox_failed(%s): error %L, retry_after %s.', id, error,
                                              COALESCE(retry_after::text, 'NULL')),
                   HINT = 'Say why the delivery failed; pass retry_after NULL for the exponential backoff.';
+    END IF;
+    -- An id no event has is a lost lease below, as for a member.
+    SELECT e.scope INTO event_scope FROM idem.outbox_event e
+     WHERE e.id OPERATOR(pg_catalog.=) outbox_failed.id;
+    IF FOUND THEN
+        PERFORM idem.check_scope_owner(event_scope);
     END IF;
     UPDATE idem.outbox_event e
        SET status = CASE WHEN e.attempt_count OPERATOR(pg_catalog.>=) max_attempts

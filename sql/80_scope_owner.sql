@@ -260,6 +260,36 @@ SELECT scope, key, status FROM idem.outbox_event ORDER BY id;
 SET ROLE idem_so_bob;
 SELECT scope, key FROM idem.outbox_lease(10) ORDER BY scope, key;
 RESET ROLE;
+
+-- ---- outbox_published, outbox_failed: settled only by a role of the event's scope ----
+-- A lease fence orders relays; it authorises nothing (fences come from one
+-- sequence). alice, holding the fence of bob's lease, is refused before the
+-- event's status or fence is compared, with a wrong fence alike, and her
+-- session's idem.outbox_max_attempts cannot make his event dead.
+SELECT id AS b_event, lease_fence AS b_fence FROM idem.outbox_event
+ WHERE scope = 'b.orders' AND key = 'k1' \gset
+SET ROLE idem_so_alice;
+SET idem.outbox_max_attempts = 1;
+SELECT error_of(format($$SELECT idem.outbox_published(%s, %s)$$, :b_event, :b_fence + 1000))
+       AS publish_theirs_wrong_fence;
+SELECT error_of(format($$SELECT idem.outbox_failed(%s, %s, 'killed')$$, :b_event, :b_fence))
+       AS kill_theirs;
+SELECT error_of(format($$SELECT idem.outbox_published(%s, %s)$$, :b_event, :b_fence))
+       AS publish_theirs;
+SELECT error_of(format($$SELECT idem.outbox_failed(%s, %s, 'killed')$$, :b_event, :b_fence + 1000))
+     = error_of(format($$SELECT idem.outbox_published(%s, %s)$$, :b_event, :b_fence))
+       AS same_refusal_whatever_the_fence;
+-- An id no event has: the lost lease a member gets too (no scope to name).
+SELECT error_of($$SELECT idem.outbox_published(9000000001, 1)$$) AS publish_no_event;
+SELECT error_of($$SELECT idem.outbox_failed(9000000001, 1, 'killed')$$) AS fail_no_event;
+RESET idem.outbox_max_attempts;
+RESET ROLE;
+-- bob's event is as his relay leased it, and his relay settles it.
+SELECT scope, key, status, attempt_count, lease_fence = :b_fence AS same_lease, last_error
+  FROM idem.outbox_event WHERE id = :b_event;
+SET ROLE idem_so_bob;
+SELECT idem.outbox_published(:b_event, :b_fence) AS bob_publishes;
+RESET ROLE;
 -- With idem.require_scope_owner on, an uncovered event is the extension
 -- owner's: no relay of a tenant leases it.
 SELECT idem.outbox_put('c.orders', 'k2', 'receipt', '{}') IS NOT NULL AS put;

@@ -2,14 +2,21 @@
 -- idem.outbox_lease_lost's words, when the lease was lost. published_at is
 -- the clock at the mark, not the statement's start, as in C++: a relay may
 -- lease an aggregate's next event only after this mark committed, and the
--- times must say so.
+-- times must say so. The event's scope is checked first, before its status
+-- or fence is compared: a lease fence orders relays, it authorises nothing.
+-- An id no event has is a lost lease, as for a member.
 LANGUAGE plpgsql
 AS $function$
 DECLARE
     event_status text;
     event_fence bigint;
+    event_scope text;
     state text;
 BEGIN
+    SELECT e.scope INTO event_scope FROM idem.outbox_event e WHERE e.id = $1;
+    IF FOUND THEN
+        PERFORM idem.portable_check_scope_owner(event_scope);
+    END IF;
     UPDATE idem.outbox_event e
        SET status = 'published'::idem.outbox_status,
            published_at = pg_catalog.clock_timestamp(),

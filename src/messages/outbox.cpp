@@ -192,7 +192,20 @@ Datum outbox_lease(FunctionCallInfo fcinfo) {
   return Datum(0);
 }
 
-// outbox_published(id, lease_fence): P4012 when the lease was lost.
+// The scope of event `id` (params[0]), or nullptr when no event has that id.
+const text *event_scope(Datum *params, const char *nulls) {
+  SpiSession session;
+  spi_connect(&session);
+  bool isnull = true;
+  Datum scope = Datum(0);
+  if (spi_run(&session, Statement::outbox_event_state, params, nulls) > 0)
+    scope = spi_copy_datum(&session, 0, 3, &isnull);
+  spi_finish(&session);
+  return isnull ? nullptr : DatumGetTextPP(scope);
+}
+
+// outbox_published(id, lease_fence): 42501 when the calling role may not use
+// the event's scope, P4012 when the lease was lost.
 Datum outbox_published(FunctionCallInfo fcinfo) {
   // published_at is the clock at the mark, not the statement's start: a
   // relay whose statement started first may lease an aggregate's next event
@@ -204,6 +217,12 @@ Datum outbox_published(FunctionCallInfo fcinfo) {
   char nulls[4] = "   ";
   if (PG_ARGISNULL(0)) nulls[0] = 'n';
   if (PG_ARGISNULL(1)) nulls[1] = 'n';
+  // A lease fence orders relays, it authorises nothing (fences come from one
+  // sequence): the event's scope is checked first, before its status or
+  // fence is compared, so a relay of another tenant learns nothing of them.
+  // An id no event has is the lost lease below, as for a member: there is
+  // no scope to name.
+  if (const text *scope = event_scope(params, nulls)) require_scope_owner(scope);
   SpiSession session;
   spi_connect(&session);
   if (spi_run(&session, Statement::outbox_published, params, nulls) > 0) {

@@ -50,7 +50,7 @@ enum class Statement {
   outbox_insert,           // outbox_put: a new event, or nothing on its identity
   outbox_existing,         // outbox_put after a conflict: the event and its payload
   outbox_published,        // the fenced mark
-  outbox_event_state,      // why a fenced mark matched nothing
+  outbox_event_state,      // an event's scope (checked first), and why a fenced mark matched nothing
   outbox_lease,            // due events for one relay, leased under new fences
   // clients (src/keys/outcome.cpp)
   stored_answer,           // a completed key as idem.claim, as its replays carry it
