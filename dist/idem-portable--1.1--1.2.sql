@@ -627,7 +627,8 @@ REVOKE ALL ON FUNCTION idem.portable_claim_once(text, text, text, text, interval
     FROM PUBLIC;
 
 -- An owner's write matched no row (explain_refusal, src/keys/outcome.cpp):
--- missing, a stale fence (P4012), or not owned by this fence.
+-- missing, a stale fence (P4012), or not owned by this fence. The detail
+-- names the caller's fence, never the key's.
 CREATE OR REPLACE FUNCTION idem.portable_explain_refusal(scope text, key text, fence bigint,
                                               not_owned_sqlstate text, operation text)
 RETURNS void
@@ -650,13 +651,13 @@ BEGIN
         RAISE EXCEPTION '%: stale fence, a newer claim owns the idempotency key', operation
             USING ERRCODE = 'P4012',
                   DETAIL = idem.portable_key_detail(scope, key,
-                               pg_catalog.format('your fence %s, current fence %s', fence, current_fence)),
+                               pg_catalog.format('your fence %s is older than the key''s', fence)),
                   HINT = 'Your lock expired and another request took the key over; stop working on it and do not record an outcome.';
     END IF;
     RAISE EXCEPTION '%: idempotency key is not owned by this fence', operation
         USING ERRCODE = not_owned_sqlstate,
               DETAIL = idem.portable_key_detail(scope, key,
-                           pg_catalog.format('status %s, fence %s, your fence %s', current_status, current_fence, fence)),
+                           pg_catalog.format('status %s, your fence %s', current_status, fence)),
               HINT = 'Only the owner of a processing key (or of one swept as abandoned) may write it; claim the key first.';
 END
 $$;
@@ -2393,7 +2394,6 @@ RETURNS void
 AS $function$
 DECLARE
     event_status text;
-    event_fence bigint;
     event_scope text;
     state text;
 BEGIN
@@ -2413,11 +2413,12 @@ BEGIN
     IF FOUND THEN
         RETURN;
     END IF;
-    SELECT e.status::text, e.lease_fence INTO event_status, event_fence
+    -- The event's status, never its lease fence (as in C++).
+    SELECT e.status::text INTO event_status
       FROM idem.outbox_event e
      WHERE e.id = $1;
     state := CASE WHEN NOT FOUND THEN 'no such event'
-                  ELSE pg_catalog.format('status %s, fence %s', event_status, COALESCE(event_fence::text, '')) END;
+                  ELSE pg_catalog.format('status %s', event_status) END;
     RAISE EXCEPTION 'the lease on this outbox event was lost'
         USING ERRCODE = 'P4012',
               DETAIL = pg_catalog.format('outbox_published(%s, %s): the event is not leased under this fence (%s).',
@@ -2749,6 +2750,27 @@ REVOKE ALL ON FUNCTION idem.run_maintenance() FROM PUBLIC;
 -- the inbox and the outbox: a dump restored elsewhere (a backup, a move to
 -- the other engine) would consume its messages again and reissue outbox ids
 -- and lease fences that relays already hold.
+
+-- A lost lease's error names the event's status and the caller's fence,
+-- never the event's lease fence (1.1 printed it): an error shows no fence but
+-- the caller's own.
+CREATE OR REPLACE FUNCTION idem.outbox_lease_lost(event_id bigint, lease_fence bigint, what text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'the lease on this outbox event was lost'
+        USING ERRCODE = 'P4012',
+              DETAIL = pg_catalog.format('outbox_%s(%s, %s): the event is not leased under this fence (%s).',
+                                         what, event_id, COALESCE(lease_fence::text, 'NULL'),
+                                         COALESCE((SELECT pg_catalog.format('status %s', e.status)
+                                                     FROM idem.outbox_event e
+                                                    WHERE e.id OPERATOR(pg_catalog.=) event_id),
+                                                  'no such event')),
+              HINT = 'Another relay leased the event after this lease ran out; drop the result, do not retry it.';
+END
+$$;
 
 -- Without the library (the portable engine) idem.outbox_* are placeholders:
 -- one that was SET and then RESET, or SET LOCAL in an earlier transaction,

@@ -566,7 +566,7 @@ WHERE e.id OPERATOR(pg_catalog.=) $1
   AND e.lease_fence OPERATOR(pg_catalog.=) $2;
 
 -- outbox_event_state
-SELECT e.status::pg_catalog.text, e.lease_fence, e.scope
+SELECT e.status::pg_catalog.text, e.scope
 FROM idem.outbox_event e
 WHERE e.id OPERATOR(pg_catalog.=) $1;
 

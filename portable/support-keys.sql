@@ -608,7 +608,8 @@ REVOKE ALL ON FUNCTION idem.portable_claim_once(text, text, text, text, interval
     FROM PUBLIC;
 
 -- An owner's write matched no row (explain_refusal, src/keys/outcome.cpp):
--- missing, a stale fence (P4012), or not owned by this fence.
+-- missing, a stale fence (P4012), or not owned by this fence. The detail
+-- names the caller's fence, never the key's.
 CREATE FUNCTION idem.portable_explain_refusal(scope text, key text, fence bigint,
                                               not_owned_sqlstate text, operation text)
 RETURNS void
@@ -631,13 +632,13 @@ BEGIN
         RAISE EXCEPTION '%: stale fence, a newer claim owns the idempotency key', operation
             USING ERRCODE = 'P4012',
                   DETAIL = idem.portable_key_detail(scope, key,
-                               pg_catalog.format('your fence %s, current fence %s', fence, current_fence)),
+                               pg_catalog.format('your fence %s is older than the key''s', fence)),
                   HINT = 'Your lock expired and another request took the key over; stop working on it and do not record an outcome.';
     END IF;
     RAISE EXCEPTION '%: idempotency key is not owned by this fence', operation
         USING ERRCODE = not_owned_sqlstate,
               DETAIL = idem.portable_key_detail(scope, key,
-                           pg_catalog.format('status %s, fence %s, your fence %s', current_status, current_fence, fence)),
+                           pg_catalog.format('status %s, your fence %s', current_status, fence)),
               HINT = 'Only the owner of a processing key (or of one swept as abandoned) may write it; claim the key first.';
 END
 $$;

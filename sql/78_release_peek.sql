@@ -77,7 +77,7 @@ SELECT state_of(format($$SELECT idem.release('rel', 'retry', %s)$$, :retry)) AS 
 SELECT fence AS busy FROM idem.claim_idempotency_key('rel', 'busy', 'h') \gset
 SELECT state_of(format($$SELECT idem.release('rel', 'busy', %s)$$, :busy + 1000000)) AS fence_never_issued;
 SELECT error_of(format($$SELECT idem.release('rel', 'done', %s)$$, :done))
-       ~ 'status succeeded, fence \d+, your fence \d+' AS detail_says_why;
+       ~ 'status succeeded, your fence \d+\n' AS detail_says_why;
 SELECT count(*) AS all_still_there FROM idem.idempotency_request
  WHERE scope = 'rel' AND key IN ('done', 'final', 'retry', 'busy');
 

@@ -33,6 +33,27 @@ SELECT pg_catalog.pg_extension_config_dump('idem.outbox_event', '');
 SELECT pg_catalog.pg_extension_config_dump('idem.outbox_event_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('idem.outbox_lease_fence_seq', '');
 
+-- A lost lease's error names the event's status and the caller's fence,
+-- never the event's lease fence (1.1 printed it): an error shows no fence but
+-- the caller's own.
+CREATE OR REPLACE FUNCTION idem.outbox_lease_lost(event_id bigint, lease_fence bigint, what text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'the lease on this outbox event was lost'
+        USING ERRCODE = 'P4012',
+              DETAIL = pg_catalog.format('outbox_%s(%s, %s): the event is not leased under this fence (%s).',
+                                         what, event_id, COALESCE(lease_fence::text, 'NULL'),
+                                         COALESCE((SELECT pg_catalog.format('status %s', e.status)
+                                                     FROM idem.outbox_event e
+                                                    WHERE e.id OPERATOR(pg_catalog.=) event_id),
+                                                  'no such event')),
+              HINT = 'Another relay leased the event after this lease ran out; drop the result, do not retry it.';
+END
+$$;
+
 -- Without the library (the portable engine) idem.outbox_* are placeholders:
 -- one that was SET and then RESET, or SET LOCAL in an earlier transaction,
 -- reads as '' rather than NULL, which must mean "not set" too.

@@ -9,7 +9,6 @@ LANGUAGE plpgsql
 AS $function$
 DECLARE
     event_status text;
-    event_fence bigint;
     event_scope text;
     state text;
 BEGIN
@@ -29,11 +28,12 @@ BEGIN
     IF FOUND THEN
         RETURN;
     END IF;
-    SELECT e.status::text, e.lease_fence INTO event_status, event_fence
+    -- The event's status, never its lease fence (as in C++).
+    SELECT e.status::text INTO event_status
       FROM idem.outbox_event e
      WHERE e.id = $1;
     state := CASE WHEN NOT FOUND THEN 'no such event'
-                  ELSE pg_catalog.format('status %s, fence %s', event_status, COALESCE(event_fence::text, '')) END;
+                  ELSE pg_catalog.format('status %s', event_status) END;
     RAISE EXCEPTION 'the lease on this outbox event was lost'
         USING ERRCODE = 'P4012',
               DETAIL = pg_catalog.format('outbox_published(%s, %s): the event is not leased under this fence (%s).',

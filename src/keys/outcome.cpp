@@ -225,17 +225,14 @@ void explain_refusal(SpiSession *session, const KeyName &name, int64 fence, Datu
     stats::count(stats::Counter::stale_fences);
     ereport(ERROR, (errcode_of(sqlstate::stale_fence),
                     errmsg("%s: stale fence, a newer claim owns the idempotency key", operation),
-                    errdetail_key(name,
-                                  psprintf("your fence %lld, current fence %lld",
-                                           static_cast<long long>(fence),
-                                           static_cast<long long>(current_fence))),
+                    errdetail_key(name, psprintf("your fence %lld is older than the key's",
+                                                 static_cast<long long>(fence))),
                     errhint("Your lock expired and another request took the key over; stop "
                             "working on it and do not record an outcome.")));
   }
   ereport(ERROR, (errcode_of(not_owned_sqlstate),
                   errmsg("%s: idempotency key is not owned by this fence", operation),
-                  errdetail_key(name, psprintf("status %s, fence %lld, your fence %lld", status,
-                                               static_cast<long long>(current_fence),
+                  errdetail_key(name, psprintf("status %s, your fence %lld", status,
                                                static_cast<long long>(fence))),
                   errhint("Only the owner of a processing key (or of one swept as abandoned) "
                           "may write it; claim the key first.")));

@@ -84,11 +84,12 @@ WHERE e.id OPERATOR(pg_catalog.=) $1
   AND e.lease_fence OPERATOR(pg_catalog.=) $2
 )sql";
 
-// An event's status and lease fence, for the error when outbox_published
-// matched nothing, and its scope, which outbox_published checks before it
-// compares anything: $1 id.
+// An event's status, for the error when outbox_published matched nothing
+// (never its lease fence: an error shows no fence but the caller's own),
+// and its scope, which outbox_published checks before it compares
+// anything: $1 id.
 extern const char outbox_event_state[] = R"sql(
-SELECT e.status::pg_catalog.text, e.lease_fence, e.scope
+SELECT e.status::pg_catalog.text, e.scope
 FROM idem.outbox_event e
 WHERE e.id OPERATOR(pg_catalog.=) $1
 )sql";

@@ -199,7 +199,7 @@ const text *event_scope(Datum *params, const char *nulls) {
   bool isnull = true;
   Datum scope = Datum(0);
   if (spi_run(&session, Statement::outbox_event_state, params, nulls) > 0)
-    scope = spi_copy_datum(&session, 0, 3, &isnull);
+    scope = spi_copy_datum(&session, 0, 2, &isnull);
   spi_finish(&session);
   return isnull ? nullptr : DatumGetTextPP(scope);
 }
@@ -229,19 +229,15 @@ Datum outbox_published(FunctionCallInfo fcinfo) {
     spi_finish(&session);
     PG_RETURN_VOID();
   }
-  // Lost: say what the event is now, as idem.outbox_lease_lost does.
-  // The texts are copied into the caller's context and formatted after
-  // spi_finish: anything palloc'd while connected dies with SPI's context.
+  // Lost: say what the event's status is now, as idem.outbox_lease_lost
+  // does, and no fence but the caller's. The text is copied into the
+  // caller's context and formatted after spi_finish: anything palloc'd while
+  // connected dies with SPI's context.
   char *status = nullptr;
-  char *fence = nullptr;
-  if (spi_run(&session, Statement::outbox_event_state, params, nulls) > 0) {
+  if (spi_run(&session, Statement::outbox_event_state, params, nulls) > 0)
     status = spi_copy_text(&session, 0, 1);
-    fence = spi_copy_text(&session, 0, 2);
-  }
   spi_finish(&session);
-  const char *state = status == nullptr
-                          ? "no such event"
-                          : psprintf("status %s, fence %s", status, fence == nullptr ? "" : fence);
+  const char *state = status == nullptr ? "no such event" : psprintf("status %s", status);
   ereport(ERROR,
           (errcode_of(sqlstate::stale_fence), errmsg("the lease on this outbox event was lost"),
            errdetail("outbox_published(%s, %s): the event is not leased under this fence (%s).",
