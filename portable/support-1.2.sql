@@ -480,15 +480,19 @@ DECLARE
 BEGIN
     -- The completers run as current_user; the helpers judge the session's
     -- role. They must be one role, else a SECURITY DEFINER function of one
-    -- role could run another's completers as itself.
-    IF current_user <> session_role THEN
-        RAISE EXCEPTION 'idem.run_completers() runs as role "%", not as the session''s role "%"',
-                        current_user, session_role
+    -- role could run another's completers as itself. And that role must be
+    -- the login role: in a session that SET ROLE to the owner, an INVOKER
+    -- completer could RESET ROLE and run on with the login role's rights,
+    -- which may be more than its owner's.
+    IF current_user <> session_user OR session_role <> session_user THEN
+        RAISE EXCEPTION 'idem.run_completers() runs as role "%" in a session of role "%" logged in as "%"',
+                        current_user, session_role, session_user
             USING ERRCODE = '42501',
-                  DETAIL = 'It runs the completers the calling role owns, as that role: it cannot be '
-                           'called from a SECURITY DEFINER function of another role.',
-                  HINT = 'Call it in a session of the completers'' owner (SET ROLE to it first when '
-                         'the login role is a member of it).';
+                  DETAIL = 'It runs the completers the calling role owns, as that role, only in a session '
+                           'logged in as that role: not after SET ROLE, and not from a SECURITY DEFINER '
+                           'function of another role.',
+                  HINT = 'Log in as the completers'' owner (pg_cron runs a job as the role that '
+                         'scheduled it), or give the completers to the login role that runs them.';
     END IF;
     FOR due IN SELECT * FROM idem.portable_claim_own_completer_keys() LOOP
         batch_limit := due.batch_limit;

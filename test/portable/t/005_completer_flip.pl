@@ -134,8 +134,15 @@ sql_as($node, 'shop', 'postgres', q{
 	ALTER FUNCTION public.lend() OWNER TO tenant;});
 my ($ret, $stdout, $stderr) = $node->psql('shop', "\\set VERBOSITY verbose\nSELECT public.lend()",
 	extra_params => [ '-U', 'other' ]);
-like($stderr, qr/ERROR:  42501: idem.run_completers\(\) runs as role "tenant", not as the session's role "other"/,
+like($stderr, qr/ERROR:  42501: idem.run_completers\(\) runs as role "tenant" in a session of role "other" logged in as "other"/,
 	'run_completers called through another role\'s SECURITY DEFINER function is refused with 42501');
 is($node->safe_psql('shop', q{SELECT count(*) FROM public.runs}), $calls, 'and runs nothing');
+# Nor after SET ROLE from a login role with more rights: an INVOKER completer
+# could RESET ROLE back to them.
+sql_as($node, 'shop', 'postgres', q{GRANT tenant TO other});
+($ret, $stdout, $stderr) = $node->psql('shop', "\\set VERBOSITY verbose\nSET ROLE tenant;\nSELECT idem.run_completers()",
+	extra_params => [ '-U', 'other' ]);
+like($stderr, qr/ERROR:  42501: idem.run_completers\(\) runs as role "tenant" in a session of role "tenant" logged in as "other"/,
+	'run_completers after SET ROLE is refused with 42501');
 
 done_testing();
