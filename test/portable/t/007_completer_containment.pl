@@ -86,11 +86,11 @@ stale('c/cancel', 'plain/1');
 my ($report, $log) = call('dbowner', q{
 	SELECT r->>'swept' || ' ' || (r->>'completer_runs') || ' ' || (r->>'completer_failures')
 	  FROM idem.run_maintenance() r});
-is($report, "2 1 1\n", 'a completer raising 57014 is contained and counted as a failure; the call answers');
+is($report, "2 1 1", 'a completer raising 57014 is contained and counted as a failure; the call answers');
 like($log, qr/WARNING:  57014: idem completer ops\.cancel\(text,text,bigint,text,integer\) for scope "c\/cancel", key "k" failed: a completer that raises query_canceled/,
 	'with a WARNING naming the completer, the scope and the key');
 is(status_of('plain/1'), 'failed_retryable abandoned', 'the sweep of the same call committed');
-is(status_of('c/cancel'), 'processing', 'the completer\'s work was undone (the key stays claimed)');
+like(status_of('c/cancel'), qr/^processing\b/, 'the completer\'s work was undone (the key stays claimed)');
 sql_as($node, 'shop', 'dbowner', q{DELETE FROM idem.scope_policy WHERE scope = 'c/cancel'});
 
 # The call's statement_timeout ends a completer that hangs.
@@ -99,11 +99,11 @@ stale('c/hang', 'plain/2');
 ($report, $log) = call('dbowner', q{SET statement_timeout = '1s';
 	SELECT r->>'swept' || ' ' || (r->>'completer_runs') || ' ' || (r->>'completer_failures')
 	  FROM idem.run_maintenance() r});
-is($report, "2 1 1\n", 'a completer ended by the call\'s statement_timeout: the call answers, one failure');
+is($report, "2 1 1", 'a completer ended by the call\'s statement_timeout: the call answers, one failure');
 like($log, qr/WARNING:  57014: idem completer ops\.hang\(text,text,bigint,text,integer\) for scope "c\/hang", key "k" failed: canceling statement due to statement timeout/,
 	'with a WARNING naming it');
 is(status_of('plain/2'), 'failed_retryable abandoned', 'the sweep before it committed');
-is(status_of('c/hang'), 'processing', 'the hanging completer\'s work was undone');
+like(status_of('c/hang'), qr/^processing\b/, 'the hanging completer\'s work was undone');
 sql_as($node, 'shop', 'dbowner', q{DELETE FROM idem.scope_policy WHERE scope = 'c/hang'});
 
 # The tenant's own completer raising 57014, in its run_completers.
@@ -121,7 +121,7 @@ $node->poll_query_until('shop', q{
   or die 'the lock did not run out';
 ($report, $log) = call('tenant', q{SELECT r->>'completer_runs' || ' ' || (r->>'completer_failures')
                                      FROM idem.run_completers() r});
-is($report, "1 1\n", 'run_completers contains its completer\'s 57014 and counts it');
+is($report, "1 1", 'run_completers contains its completer\'s 57014 and counts it');
 like($log, qr/WARNING:  57014: idem completer tenant\.cancel\(text,text,bigint,text,integer\) for scope "t\/cancel", key "k" failed/,
 	'with a WARNING');
 
@@ -137,7 +137,7 @@ $node->poll_query_until('shop', q{
 	 WHERE scope = 't/cancel' AND key = 'k2'}) or die 'the lock did not run out';
 ($report, $log) = call('dbowner', q{SELECT r->>'completer_runs' || ' ' || (r->>'completer_successes')
                                       FROM idem.run_maintenance() r});
-is($report, "1 1\n", 'run_maintenance runs the other completers when a tenant revoked USAGE on its schema');
+is($report, "1 1", 'run_maintenance runs the other completers when a tenant revoked USAGE on its schema');
 like($log, qr/WARNING:  01000: idem completer "tenant\.cancel\(pg_catalog\.text,pg_catalog\.text,bigint,pg_catalog\.text,integer\)" cannot be resolved: permission denied for schema tenant/,
 	'and says which completer it could not resolve');
 is(status_of('c/finish'), 'succeeded', 'the other scope\'s key is completed');
