@@ -106,6 +106,34 @@ is(status_of('plain/2'), 'failed_retryable abandoned', 'the sweep before it comm
 like(status_of('c/hang'), qr/^processing\b/, 'the hanging completer\'s work was undone');
 sql_as($node, 'shop', 'dbowner', q{DELETE FROM idem.scope_policy WHERE scope = 'c/hang'});
 
+# The extension owner's completers are still held to the round's rules: a
+# temporary object or a setting left behind fails the completer and undoes it.
+sql_as($node, 'shop', 'dbowner', q{
+	CREATE FUNCTION ops.leave_temp(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
+	RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+	BEGIN
+	    PERFORM idem.mark_succeeded(scope, key, fence, 200);
+	    EXECUTE 'CREATE FUNCTION pg_temp.left_behind() RETURNS integer LANGUAGE sql AS $f$ SELECT 1 $f$';
+	END $$;
+	CREATE FUNCTION ops.leave_setting(scope text, key text, fence bigint, recovery_point text, attempt_count integer)
+	RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN
+	    PERFORM idem.mark_succeeded(scope, key, fence, 200);
+	    PERFORM pg_catalog.set_config('work_mem', '7MB', false);
+	END $$;
+	INSERT INTO idem.scope_policy (scope, completer) VALUES ('c/temp', 'ops.leave_temp'), ('c/setting', 'ops.leave_setting');});
+stale('c/temp', 'c/setting');
+($report, $log) = call('dbowner', q{
+	SELECT r->>'completer_runs' || ' ' || (r->>'completer_failures') FROM idem.run_maintenance() r;
+	SELECT current_setting('work_mem') || ' ' || count(*) FROM pg_proc WHERE pronamespace = pg_my_temp_schema();});
+is($report, "2 2\n4MB 0", 'completers leaving a temporary function or a setting fail, and leave nothing');
+like($log, qr/idem completer ops\.leave_temp\(text,text,bigint,text,integer\) for scope "c\/temp", key "k" failed: the completer left an object in the session's temporary schema/,
+	'a temporary object left behind is named');
+like($log, qr/idem completer ops\.leave_setting\(text,text,bigint,text,integer\) for scope "c\/setting", key "k" failed: the completer left a setting changed: work_mem/,
+	'a setting left changed is named');
+like(status_of('c/temp') . ' ' . status_of('c/setting'), qr/^processing\b.* processing\b/, 'both are undone');
+sql_as($node, 'shop', 'dbowner', q{DELETE FROM idem.scope_policy WHERE scope IN ('c/temp', 'c/setting')});
+
 # The tenant's own completer raising 57014, in its run_completers.
 sql_as($node, 'shop', 'tenant', q{
 	GRANT USAGE ON SCHEMA tenant TO dbowner;
