@@ -3645,8 +3645,19 @@ RETURNS jsonb
 -- purge_expired, purge_consumed, purge_published) and the worker's own
 -- statements otherwise (portable/support-1.2.sql). At most 10 batches of
 -- idem.batch_size per stage, so one call is bounded; the same report keys.
--- Completers: only SECURITY DEFINER ones, or the extension owner's, run
--- (idem.portable_completer_refusal says why); each in a subtransaction.
+-- Completers: only the extension owner's run here, the role this call runs
+-- as (idem.portable_completer_refusal says why); another role's are left
+-- to that role's idem.run_completers(), with a LOG line, and counted as
+-- "completer_keys_left" (a key the report has only when some were left).
+-- Each completer runs in a subtransaction, and the completers come last,
+-- after the sweep and the purges (the C++ engine runs them third): a
+-- completer's error of any SQLSTATE is contained, and the call's
+-- statement_timeout (PL/pgSQL cannot arm a limit of its own for one
+-- completer: a statement_timeout is armed when a top-level statement
+-- starts) or a cancel that ends a completer ends the completers' stage
+-- alone, with a WARNING, and the other stages' work is kept and committed,
+-- so that a completer that hangs cannot keep the sweep and the purges from
+-- ever committing.
 AS $function$
 DECLARE
     batches_per_stage constant integer := 10;
@@ -3667,24 +3678,62 @@ DECLARE
     due record;
     due_count integer := 0;
     ending text;
+    runner oid := (SELECT a.oid FROM pg_catalog.pg_roles a WHERE a.rolname = current_user);
+    left_keys bigint := 0;
+    left_to record;
+    stage_runs bigint;
+    stage_successes bigint;
+    stage_failures bigint;
 BEGIN
     -- Refused as a whole where nothing may be written, naming this call.
     PERFORM idem.portable_require_writable('idem.run_maintenance()');
-    FOREACH stage IN ARRAY ARRAY['sweep', 'exhaust', 'completers', 'purge_keys',
-                                  'purge_messages', 'purge_events'] LOOP
+    FOREACH stage IN ARRAY ARRAY['sweep', 'exhaust', 'purge_keys', 'purge_messages', 'purge_events',
+                                  'completers'] LOOP
         IF stage = 'completers' THEN
-            FOR due IN SELECT * FROM idem.portable_completer_candidates(clock_timestamp(), batch_limit) LOOP
-                due_count := due_count + 1;
-                ending := idem.portable_run_completer(due.scope, due.key, due.request_hash, due.completer);
-                CONTINUE WHEN ending = 'not_owned';
-                runs := runs + 1;
-                IF ending = 'succeeded' THEN
-                    successes := successes + 1;
-                ELSE
-                    failures := failures + 1;
-                END IF;
-            END LOOP;
-            more := more OR due_count = batch_limit;
+            stage_runs := runs;
+            stage_successes := successes;
+            stage_failures := failures;
+            BEGIN
+                -- Unresolvable names (0) are this call's to claim and fail,
+                -- as on the C++ engine.
+                FOR due IN SELECT d.scope, d.key, d.request_hash, d.completer
+                             FROM idem.portable_completer_due(clock_timestamp(), false) d
+                            WHERE d.completer = '0'::oid OR d.owner = runner
+                            ORDER BY d.since
+                            LIMIT batch_limit LOOP
+                    due_count := due_count + 1;
+                    ending := idem.portable_run_completer(due.scope, due.key, due.request_hash, due.completer);
+                    CONTINUE WHEN ending = 'not_owned';
+                    runs := runs + 1;
+                    IF ending = 'succeeded' THEN
+                        successes := successes + 1;
+                    ELSE
+                        failures := failures + 1;
+                    END IF;
+                    EXIT WHEN ending = 'canceled';
+                END LOOP;
+                more := more OR due_count = batch_limit;
+                FOR left_to IN SELECT d.completer, d.owner, count(*) AS keys
+                                 FROM idem.portable_completer_due(clock_timestamp(), true) d
+                                WHERE d.completer <> '0'::oid AND d.owner <> runner
+                                GROUP BY d.completer, d.owner
+                                ORDER BY d.completer::regprocedure::text LOOP
+                    left_keys := left_keys + left_to.keys;
+                    RAISE LOG 'idem.run_maintenance() left % due keys to completer %, owned by role "%"',
+                              left_to.keys, left_to.completer::regprocedure::text, pg_get_userbyid(left_to.owner)
+                        USING DETAIL = 'The portable engine runs a completer only in a call made as its '
+                                       'owner: that role runs it with idem.run_completers().';
+                END LOOP;
+            EXCEPTION WHEN query_canceled THEN
+                -- Canceled outside a completer's own block (its claim, a
+                -- lookup): the stage is undone, the other stages are kept.
+                runs := stage_runs;
+                successes := stage_successes;
+                failures := stage_failures;
+                RAISE WARNING 'idem.run_maintenance() was canceled during its completers'
+                    USING DETAIL = 'The completers'' work in this call is undone; the sweep and the '
+                                   'purges are kept.';
+            END;
             CONTINUE;
         END IF;
         total := 0;
@@ -3715,7 +3764,9 @@ BEGIN
         'swept', swept, 'exhausted', exhausted,
         'completer_runs', runs, 'completer_successes', successes, 'completer_failures', failures,
         'purged_keys', purged_keys, 'purged_messages', purged_messages, 'purged_events', purged_events,
-        'batches', batches, 'more', more);
+        'batches', batches, 'more', more)
+        || CASE WHEN left_keys > 0 THEN jsonb_build_object('completer_keys_left', left_keys)
+                ELSE '{}'::jsonb END;
 END
 $function$
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
@@ -4312,36 +4363,85 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_exhaust_attempts(timestamptz, integer) FROM PUBLIC;
 
--- The keys due for their scope's completer, oldest first (the worker's
--- completer_candidates); completer 0 when the stored name resolves to no
--- function any more.
-CREATE FUNCTION idem.portable_completer_candidates(now timestamptz, batch_limit integer)
-RETURNS TABLE (scope text, key text, request_hash text, completer oid)
+-- The OID of the function a policy names as its completer: 0 when the
+-- name resolves to no function any more, NULL when it cannot be resolved
+-- at all. to_regprocedure raises (42501) when the extension's owner may not
+-- use the function's schema, which the schema's owner, a tenant, may
+-- revoke: caught here, for that one name, so that one tenant's schema does
+-- not stop the completers of every other (issue 41). quiet: no WARNING
+-- (the second look of the same call).
+CREATE FUNCTION idem.portable_resolve_completer(completer text, quiet boolean)
+RETURNS oid
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    state text;
+    message text;
+BEGIN
+    RETURN COALESCE(to_regprocedure(completer)::oid, '0'::oid);
+EXCEPTION WHEN OTHERS THEN
+    IF NOT quiet THEN
+        GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
+        RAISE WARNING 'idem completer "%" cannot be resolved: %', completer, message
+            USING DETAIL = format('SQLSTATE %s. The due keys of the scopes that name it are skipped; '
+                                  'the other scopes'' completers run.', state),
+                  HINT = 'The extension''s owner must be able to look the function up: USAGE on its '
+                         'schema and on the schemas of its argument types.';
+    END IF;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_resolve_completer(text, boolean) FROM PUBLIC;
+
+-- The keys due for their scope's completer (the worker's
+-- completer_candidates), with the function the policy names (0 when the
+-- name resolves to no function any more) and its owner, and since when the
+-- key is due (oldest first). Each name is resolved once; a key whose name
+-- cannot be resolved is left out (idem.portable_resolve_completer).
+CREATE FUNCTION idem.portable_completer_due(now timestamptz, quiet boolean)
+RETURNS TABLE (scope text, key text, request_hash text, completer oid, owner oid, since timestamptz)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT r.scope, r.key, r.request_hash,
-       COALESCE(to_regprocedure(p.completer)::oid, '0'::oid)
-  FROM idem.scope_policy p
-  JOIN idem.idempotency_request r ON r.scope = p.scope
- WHERE p.completer IS NOT NULL
-   AND (r.status = 'processing' AND r.locked_until <= now
-        OR r.status = 'failed_retryable' AND r.failure_code = 'abandoned')
-   AND r.expires_at > now
-   AND COALESCE(r.locked_until, r.updated_at) <= now - COALESCE(p.completer_delay, '0'::interval)
- ORDER BY COALESCE(r.locked_until, r.updated_at)
- LIMIT batch_limit
+WITH due AS MATERIALIZED (
+    SELECT r.scope, r.key, r.request_hash, p.completer AS name,
+           COALESCE(r.locked_until, r.updated_at) AS since
+      FROM idem.scope_policy p
+      JOIN idem.idempotency_request r ON r.scope = p.scope
+     WHERE p.completer IS NOT NULL
+       AND (r.status = 'processing' AND r.locked_until <= now
+            OR r.status = 'failed_retryable' AND r.failure_code = 'abandoned')
+       AND r.expires_at > now
+       AND COALESCE(r.locked_until, r.updated_at) <= now - COALESCE(p.completer_delay, '0'::interval)),
+named AS MATERIALIZED (
+    SELECT n.name, idem.portable_resolve_completer(n.name, quiet) AS completer
+      FROM (SELECT DISTINCT due.name FROM due) n)
+SELECT due.scope, due.key, due.request_hash, named.completer, f.proowner, due.since
+  FROM due
+  JOIN named ON named.name = due.name
+  LEFT JOIN pg_catalog.pg_proc f ON f.oid = named.completer
+ WHERE named.completer IS NOT NULL
 $$;
-REVOKE ALL ON FUNCTION idem.portable_completer_candidates(timestamptz, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem.portable_completer_due(timestamptz, boolean) FROM PUBLIC;
 
--- Why a completer may not run, or NULL. The C++ engine runs a completer as
--- its owner with SetUserIdAndSecContext; SQL has no such call, and SET ROLE
--- is refused inside a SECURITY DEFINER function (run_maintenance is one).
--- So the portable engine runs only a completer that runs as its owner by
--- itself: a SECURITY DEFINER one (its owner's rights, and SET ROLE, RESET
--- ROLE and SET SESSION AUTHORIZATION refused inside it), or one owned by the
--- extension's owner, who is the role run_maintenance runs as.
-CREATE FUNCTION idem.portable_completer_refusal(completer oid)
+-- Why a completer may not run in a call made as role runner, or NULL.
+-- The C++ engine runs a completer as its owner with SetUserIdAndSecContext.
+-- SQL has no such call, and no check of prosecdef can stand in for it: an
+-- owner may flip its function between SECURITY INVOKER and DEFINER (ALTER
+-- FUNCTION and CREATE OR REPLACE take no lock) between the check and the
+-- call, and an INVOKER completer then runs as the caller (issue 41: 20 of
+-- 300 runs as the extension's owner). So the portable engine calls a
+-- completer only where the role the call runs as IS its owner: then it runs
+-- as its owner whether it is INVOKER or DEFINER, and a flip changes
+-- nothing. idem.run_maintenance runs as the extension's owner, so it runs
+-- the completers that role owns; idem.run_completers runs, as its caller,
+-- the completers its caller owns. What is checked stays what runs: only
+-- the owner (or a superuser) may give the function away, rename it or move
+-- it, and the schema it is called in (by name: SQL calls no function by
+-- OID) must be one no other role may rename or drop: owned by the runner,
+-- by a superuser, or pg_database_owner where the runner owns the database.
+CREATE FUNCTION idem.portable_completer_refusal(completer oid, runner oid)
 RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -4349,8 +4449,13 @@ AS $$
 DECLARE
     f record;
 BEGIN
-    SELECT p.proowner, p.prosecdef, a.rolname INTO f
-      FROM pg_catalog.pg_proc p LEFT JOIN pg_catalog.pg_roles a ON a.oid = p.proowner
+    SELECT p.proowner, a.rolname, p.pronamespace, n.nspname, n.nspowner, s.rolname AS nspowner_name,
+           s.rolsuper AS nspowner_super
+      INTO f
+      FROM pg_catalog.pg_proc p
+      JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+      LEFT JOIN pg_catalog.pg_roles a ON a.oid = p.proowner
+      LEFT JOIN pg_catalog.pg_roles s ON s.oid = n.nspowner
      WHERE p.oid = completer;
     IF NOT FOUND THEN
         RETURN 'The function no longer exists.';
@@ -4358,18 +4463,44 @@ BEGIN
     IF f.rolname IS NULL THEN
         RETURN 'Its owner no longer exists.';
     END IF;
+    IF f.proowner <> runner THEN
+        RETURN format('Its owner is role "%s", and this call runs as role "%s": the portable engine runs '
+                      'a completer only in a call made as its owner (idem.run_maintenance() for the '
+                      'extension''s owner, idem.run_completers() for any other owner).',
+                      f.rolname, pg_get_userbyid(runner));
+    END IF;
     IF NOT has_function_privilege(f.proowner, completer, 'EXECUTE') THEN
         RETURN format('Its owner, role "%s", may not execute it.', f.rolname);
     END IF;
-    IF NOT f.prosecdef AND f.proowner <> current_user::regrole::oid THEN
-        RETURN format('It is not SECURITY DEFINER and its owner, role "%s", is not the extension''s owner: '
-                      'the portable engine runs a completer as its owner only as a SECURITY DEFINER function.',
-                      f.rolname);
+    IF NOT has_schema_privilege(f.proowner, f.pronamespace, 'USAGE') THEN
+        RETURN format('Its owner, role "%s", may not use its schema "%s".', f.rolname, f.nspname);
+    END IF;
+    IF NOT (f.nspowner = runner OR coalesce(f.nspowner_super, false)
+            OR f.nspowner = 'pg_database_owner'::regrole
+               AND runner = (SELECT d.datdba FROM pg_catalog.pg_database d
+                              WHERE d.datname = current_database())) THEN
+        RETURN format('Its schema "%s" is owned by role "%s", which could rename it and put another '
+                      'function under the completer''s name: the portable engine calls a completer by '
+                      'name only in a schema of its owner''s (or of a superuser).',
+                      f.nspname, coalesce(f.nspowner_name, f.nspowner::text));
     END IF;
     RETURN NULL;
 END
 $$;
-REVOKE ALL ON FUNCTION idem.portable_completer_refusal(oid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem.portable_completer_refusal(oid, oid) FROM PUBLIC;
+
+-- The call of a completer by its schema's and its own name, read from its
+-- OID (portable_completer_refusal says why the name stays the OID's).
+CREATE FUNCTION idem.portable_completer_call(completer oid)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT format('SELECT %I.%I($1, $2, $3, $4, $5)', n.nspname, p.proname)
+  FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+ WHERE p.oid = $1
+$$;
+REVOKE ALL ON FUNCTION idem.portable_completer_call(oid) FROM PUBLIC;
 
 -- Every object in this session's temporary schema (the C++ engine's
 -- session_temp_objects statement).
@@ -4415,9 +4546,13 @@ SELECT COALESCE(jsonb_object_agg(s.name, s.setting), '{}'::jsonb)
 $$;
 REVOKE ALL ON FUNCTION idem.portable_session_settings() FROM PUBLIC;
 
--- One due key: the call's own claim, then the completer in a subtransaction
--- (an EXCEPTION block), undone alone when it raises or leaves a temporary
--- object or a setting behind. Returns 'not_owned', 'succeeded' or 'failed'.
+-- One due key of a completer the extension's owner owns (run_maintenance):
+-- the call's own claim, then the completer in a subtransaction (an
+-- EXCEPTION block), undone alone when it raises, with any SQLSTATE, or
+-- leaves a temporary object or a setting behind. Returns 'not_owned',
+-- 'succeeded', 'failed', or 'canceled' when the completer ended with
+-- query_canceled (57014: raised by it, or the call's statement_timeout or a
+-- cancel), after which the call runs no more completers.
 CREATE FUNCTION idem.portable_run_completer(scope text, key text, request_hash text, completer oid)
 RETURNS text
 LANGUAGE plpgsql VOLATILE
@@ -4448,7 +4583,8 @@ BEGIN
     IF c.fence IS NULL OR c.kind IN ('replay_success', 'final_failure', 'processing_active') THEN
         RETURN 'not_owned';
     END IF;
-    reason := idem.portable_completer_refusal(completer);
+    reason := idem.portable_completer_refusal(completer, (SELECT a.oid FROM pg_catalog.pg_roles a
+                                                           WHERE a.rolname = current_user));
     IF reason IS NOT NULL THEN
         RAISE WARNING 'idem completer % for scope "%", key "%" cannot be run',
             CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_proc p WHERE p.oid = completer)
@@ -4459,9 +4595,7 @@ BEGIN
         RETURN 'failed';
     END IF;
     fname := completer::regprocedure::text;
-    SELECT format('SELECT %I.%I($1, $2, $3, $4, $5)', n.nspname, p.proname) INTO call
-      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-     WHERE p.oid = completer;
+    call := idem.portable_completer_call(completer);
     settings_before := idem.portable_session_settings();
     path_before := current_setting('search_path');
     BEGIN
@@ -4489,13 +4623,15 @@ BEGIN
                       HINT = 'Give the completer a SET clause for the settings it changes '
                              '(CREATE FUNCTION ... SET name = value) and change them with SET LOCAL.';
         END IF;
-    EXCEPTION WHEN OTHERS THEN
+    -- OTHERS leaves out query_canceled and assert_failure: named, so that
+    -- no SQLSTATE of a completer's stops the call (issue 41).
+    EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
         GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
         RAISE WARNING 'idem completer % for scope "%", key "%" failed: %', fname, scope, key, message
             USING ERRCODE = state,
                   DETAIL = 'Its work is undone; the key stays claimed until its lock runs out, then '
                            'a later round tries again.';
-        RETURN 'failed';
+        RETURN CASE state WHEN '57014' THEN 'canceled' ELSE 'failed' END;
     END;
     PERFORM idem.portable_judge_as(NULL);
     SELECT r.fence, r.status INTO outcome
@@ -4510,6 +4646,188 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_run_completer(text, text, text, oid) FROM PUBLIC;
+
+-- ---- idem.run_completers(): the completers of owners other than the
+-- extension's, run by their owner's own call (portable engine only) ----
+-- idem.run_maintenance runs as the extension's owner and so runs only that
+-- role's completers (portable_completer_refusal says why). A role that
+-- owns completers runs them itself: idem.run_completers(), not SECURITY
+-- DEFINER, so the completers it calls run as the caller, who owns them,
+-- whether they are INVOKER or DEFINER. What it needs as the extension's
+-- owner (the due keys, the claim, the outcome) it gets from the two helpers
+-- below, each SECURITY DEFINER, granted with it by name (docs/portable.md,
+-- "Completers of other roles") and re-checking inside what the call's role
+-- may have: the session's role (as every scope check judges), which
+-- run_completers first checks is the role it runs as.
+
+-- The session's role: SET ROLE's role, else the login role.
+CREATE FUNCTION idem.portable_session_role()
+RETURNS oid
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT a.oid FROM pg_catalog.pg_roles a
+ WHERE a.rolname = CASE WHEN current_setting('role') = 'none' THEN session_user
+                        ELSE current_setting('role') END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_session_role() FROM PUBLIC;
+
+-- Claims, for the session's role, up to idem.batch_size due keys whose scope's
+-- completer that role owns and whose scope it may use (as any covered call
+-- judges it), oldest first, and answers each claim with the completer's
+-- call. A key of a completer another role owns, or of a scope the role may
+-- not use, is never claimed nor shown; a completer that cannot be run as
+-- its owner is skipped with a WARNING (portable_completer_refusal). Called
+-- directly, it gives its caller nothing it could not take with its own
+-- claims: its own scopes' abandoned keys.
+CREATE FUNCTION idem.portable_claim_own_completer_keys()
+RETURNS TABLE (scope text, key text, fence bigint, recovery_point text, attempt_count integer,
+               completer text, call text, batch_limit integer)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    runner oid := idem.portable_session_role();
+    batch integer := idem.portable_batch_size();
+    due record;
+    policy record;
+    c idem.claim;
+    reason text;
+BEGIN
+    PERFORM idem.portable_require_writable('idem.run_completers()');
+    IF idem.portable_judged_role() IS NOT NULL THEN
+        RAISE EXCEPTION 'idem.run_completers() cannot be called by a completer'
+            USING ERRCODE = '55000',
+                  HINT = 'Schedule idem.run_completers() as a job of its own.';
+    END IF;
+    FOR due IN
+        SELECT d.scope, d.key, d.request_hash, d.completer
+          FROM idem.portable_completer_due(clock_timestamp(), false) d
+         WHERE d.owner = runner
+         ORDER BY d.since
+         LIMIT batch
+    LOOP
+        CONTINUE WHEN idem.portable_scope_refusal(due.scope) IS NOT NULL;
+        reason := idem.portable_completer_refusal(due.completer, runner);
+        IF reason IS NOT NULL THEN
+            RAISE WARNING 'idem completer % for scope "%", key "%" cannot be run',
+                due.completer::regprocedure::text, due.scope, due.key
+                USING DETAIL = reason,
+                      HINT = 'Fix the completer of the scope in idem.scope_policy, or its owner.';
+            CONTINUE;
+        END IF;
+        policy := idem.portable_claim_policy(due.scope, due.key, NULL, NULL);
+        c := idem.portable_claim_once(due.scope, due.key, due.request_hash, 'idem completer',
+                                      policy.lock_timeout, policy.retention, policy.max_attempts,
+                                      CASE WHEN policy.bind THEN idem.portable_session_token() END);
+        CONTINUE WHEN c.fence IS NULL OR c.kind IN ('replay_success', 'final_failure', 'processing_active');
+        scope := due.scope;
+        key := due.key;
+        fence := c.fence;
+        recovery_point := c.recovery_point;
+        attempt_count := c.attempt_count;
+        completer := due.completer::regprocedure::text;
+        call := idem.portable_completer_call(due.completer);
+        batch_limit := batch;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_claim_own_completer_keys() FROM PUBLIC;
+
+-- Whether the completer recorded an outcome for the claim it was given:
+-- the key is no longer processing under that fence. Scope-checked as any
+-- covered call (42501 for a scope the role may not use).
+CREATE FUNCTION idem.portable_completer_outcome(scope text, key text, fence bigint)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM idem.portable_check_scope_owner(scope);
+    RETURN EXISTS (SELECT FROM idem.idempotency_request r
+                    WHERE r.scope = portable_completer_outcome.scope
+                      AND r.key = portable_completer_outcome.key
+                      AND r.fence = portable_completer_outcome.fence
+                      AND r.status <> 'processing');
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_completer_outcome(text, text, bigint) FROM PUBLIC;
+
+-- The completers the calling role owns, for the due keys of scopes it may
+-- use: one round's worth (idem.batch_size keys), each claimed as the worker
+-- claims it and given to its completer in a subtransaction. Not SECURITY
+-- DEFINER: the completer runs as the caller, its owner. A completer's
+-- error of any SQLSTATE undoes its work alone and is counted; after a
+-- query_canceled (the call's statement_timeout, a cancel, or the
+-- completer's own) no further completer runs. Answers the counts of
+-- run_maintenance's report that concern completers.
+CREATE FUNCTION idem.run_completers()
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    batch_limit integer;
+    session_role text := CASE WHEN current_setting('role') = 'none' THEN session_user
+                              ELSE current_setting('role') END;
+    due record;
+    claimed integer := 0;
+    runs bigint := 0;
+    successes bigint := 0;
+    failures bigint := 0;
+    state text;
+    message text;
+BEGIN
+    -- The completers run as current_user; the helpers judge the session's
+    -- role. They must be one role, else a SECURITY DEFINER function of one
+    -- role could run another's completers as itself. And that role must be
+    -- the login role: in a session that SET ROLE to the owner, an INVOKER
+    -- completer could RESET ROLE and run on with the login role's rights,
+    -- which may be more than its owner's.
+    IF current_user <> session_user OR session_role <> session_user THEN
+        RAISE EXCEPTION 'idem.run_completers() runs as role "%" in a session of role "%" logged in as "%"',
+                        current_user, session_role, session_user
+            USING ERRCODE = '42501',
+                  DETAIL = 'It runs the completers the calling role owns, as that role, only in a session '
+                           'logged in as that role: not after SET ROLE, and not from a SECURITY DEFINER '
+                           'function of another role.',
+                  HINT = 'Log in as the completers'' owner (pg_cron runs a job as the role that '
+                         'scheduled it), or give the completers to the login role that runs them.';
+    END IF;
+    FOR due IN SELECT * FROM idem.portable_claim_own_completer_keys() LOOP
+        batch_limit := due.batch_limit;
+        claimed := claimed + 1;
+        runs := runs + 1;
+        BEGIN
+            EXECUTE due.call USING due.scope, due.key, due.fence, due.recovery_point, due.attempt_count;
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
+            RAISE WARNING 'idem completer % for scope "%", key "%" failed: %', due.completer, due.scope,
+                          due.key, message
+                USING ERRCODE = state,
+                      DETAIL = 'Its work is undone; the key stays claimed until its lock runs out, then '
+                               'a later round tries again.';
+            failures := failures + 1;
+            EXIT WHEN state = '57014';
+            CONTINUE;
+        END;
+        IF idem.portable_completer_outcome(due.scope, due.key, due.fence) THEN
+            successes := successes + 1;
+        ELSE
+            failures := failures + 1;
+            RAISE LOG 'idem completer % recorded no outcome for scope "%", key "%"', due.completer,
+                      due.scope, due.key
+                USING DETAIL = 'The key stays processing until its lock runs out; a later round tries again.';
+        END IF;
+    END LOOP;
+    RETURN jsonb_build_object('completer_runs', runs, 'completer_successes', successes,
+                              'completer_failures', failures, 'more', coalesce(claimed = batch_limit, false));
+END
+$$;
+REVOKE ALL ON FUNCTION idem.run_completers() FROM PUBLIC;
+COMMENT ON FUNCTION idem.run_completers() IS
+    'Portable engine: runs, as the calling role, the completers it owns for the due keys of scopes it may use (idem.run_maintenance() runs only the extension owner''s).';
 -- ==== end portable support for 1.2 ====
 
 -- ==== portable support for 1.2: scopes owned by roles (section "owners") ====
@@ -4654,14 +4972,20 @@ BEGIN
     ELSE
         caller_name := pg_get_userbyid(caller);
     END IF;
-    -- The scope's prefixes all start alike: the longest is the greatest.
+    -- The covering row is the longest of the scope's prefixes, by length as
+    -- the C++ engine takes it (src/pure/scope_prefix.cpp: the longest byte
+    -- prefix). Not the greatest under ORDER BY scope_prefix DESC: under the
+    -- database's collation a longer prefix may sort first (ICU cy-GB puts
+    -- 'shop/ng' before 'shop/n', "ng" being one letter of Welsh), and then
+    -- another role would own the scope. Equality is byte equality under
+    -- any database collation (a database's collation is deterministic).
     -- No prefix is longer than 255 characters (the table's CHECK), and a
     -- call that takes any text (typical_duration) may pass a longer scope.
     SELECT o.owner INTO owner
       FROM idem.scope_owner o
      WHERE o.scope_prefix = ANY (ARRAY(SELECT left(scope, n)
                                          FROM generate_series(0, LEAST(char_length(scope), 255)) AS n))
-     ORDER BY o.scope_prefix DESC
+     ORDER BY octet_length(o.scope_prefix) DESC
      LIMIT 1;
     IF FOUND THEN
         IF caller IS NOT NULL AND coalesce(pg_has_role(caller, owner, 'MEMBER'), false) THEN
@@ -4724,6 +5048,14 @@ AS $$
   SELECT $1 IS NOT NULL AND idem.portable_scope_refusal($1) IS NULL
 $$;
 REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
+
+-- 1.1 gave PUBLIC the reading helper of idem.typical_duration, an
+-- invoker's function there. In 1.2 typical_duration (and retry_after,
+-- which calls it) is SECURITY DEFINER and checks the scope's owner before
+-- calling the helper, as the extension's owner: PUBLIC may no longer call
+-- the helper, which checks no scope (no idem.portable_* function is
+-- PUBLIC's but request_hash's pure JSON helpers; sql/85_definer_grants.sql).
+REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
 -- ==== end portable support for 1.2: owners ====
 
 $idem_script$,
@@ -11000,8 +11332,19 @@ RETURNS jsonb
 -- purge_expired, purge_consumed, purge_published) and the worker's own
 -- statements otherwise (portable/support-1.2.sql). At most 10 batches of
 -- idem.batch_size per stage, so one call is bounded; the same report keys.
--- Completers: only SECURITY DEFINER ones, or the extension owner's, run
--- (idem.portable_completer_refusal says why); each in a subtransaction.
+-- Completers: only the extension owner's run here, the role this call runs
+-- as (idem.portable_completer_refusal says why); another role's are left
+-- to that role's idem.run_completers(), with a LOG line, and counted as
+-- "completer_keys_left" (a key the report has only when some were left).
+-- Each completer runs in a subtransaction, and the completers come last,
+-- after the sweep and the purges (the C++ engine runs them third): a
+-- completer's error of any SQLSTATE is contained, and the call's
+-- statement_timeout (PL/pgSQL cannot arm a limit of its own for one
+-- completer: a statement_timeout is armed when a top-level statement
+-- starts) or a cancel that ends a completer ends the completers' stage
+-- alone, with a WARNING, and the other stages' work is kept and committed,
+-- so that a completer that hangs cannot keep the sweep and the purges from
+-- ever committing.
 AS $function$
 DECLARE
     batches_per_stage constant integer := 10;
@@ -11022,24 +11365,62 @@ DECLARE
     due record;
     due_count integer := 0;
     ending text;
+    runner oid := (SELECT a.oid FROM pg_catalog.pg_roles a WHERE a.rolname = current_user);
+    left_keys bigint := 0;
+    left_to record;
+    stage_runs bigint;
+    stage_successes bigint;
+    stage_failures bigint;
 BEGIN
     -- Refused as a whole where nothing may be written, naming this call.
     PERFORM idem.portable_require_writable('idem.run_maintenance()');
-    FOREACH stage IN ARRAY ARRAY['sweep', 'exhaust', 'completers', 'purge_keys',
-                                  'purge_messages', 'purge_events'] LOOP
+    FOREACH stage IN ARRAY ARRAY['sweep', 'exhaust', 'purge_keys', 'purge_messages', 'purge_events',
+                                  'completers'] LOOP
         IF stage = 'completers' THEN
-            FOR due IN SELECT * FROM idem.portable_completer_candidates(clock_timestamp(), batch_limit) LOOP
-                due_count := due_count + 1;
-                ending := idem.portable_run_completer(due.scope, due.key, due.request_hash, due.completer);
-                CONTINUE WHEN ending = 'not_owned';
-                runs := runs + 1;
-                IF ending = 'succeeded' THEN
-                    successes := successes + 1;
-                ELSE
-                    failures := failures + 1;
-                END IF;
-            END LOOP;
-            more := more OR due_count = batch_limit;
+            stage_runs := runs;
+            stage_successes := successes;
+            stage_failures := failures;
+            BEGIN
+                -- Unresolvable names (0) are this call's to claim and fail,
+                -- as on the C++ engine.
+                FOR due IN SELECT d.scope, d.key, d.request_hash, d.completer
+                             FROM idem.portable_completer_due(clock_timestamp(), false) d
+                            WHERE d.completer = '0'::oid OR d.owner = runner
+                            ORDER BY d.since
+                            LIMIT batch_limit LOOP
+                    due_count := due_count + 1;
+                    ending := idem.portable_run_completer(due.scope, due.key, due.request_hash, due.completer);
+                    CONTINUE WHEN ending = 'not_owned';
+                    runs := runs + 1;
+                    IF ending = 'succeeded' THEN
+                        successes := successes + 1;
+                    ELSE
+                        failures := failures + 1;
+                    END IF;
+                    EXIT WHEN ending = 'canceled';
+                END LOOP;
+                more := more OR due_count = batch_limit;
+                FOR left_to IN SELECT d.completer, d.owner, count(*) AS keys
+                                 FROM idem.portable_completer_due(clock_timestamp(), true) d
+                                WHERE d.completer <> '0'::oid AND d.owner <> runner
+                                GROUP BY d.completer, d.owner
+                                ORDER BY d.completer::regprocedure::text LOOP
+                    left_keys := left_keys + left_to.keys;
+                    RAISE LOG 'idem.run_maintenance() left % due keys to completer %, owned by role "%"',
+                              left_to.keys, left_to.completer::regprocedure::text, pg_get_userbyid(left_to.owner)
+                        USING DETAIL = 'The portable engine runs a completer only in a call made as its '
+                                       'owner: that role runs it with idem.run_completers().';
+                END LOOP;
+            EXCEPTION WHEN query_canceled THEN
+                -- Canceled outside a completer's own block (its claim, a
+                -- lookup): the stage is undone, the other stages are kept.
+                runs := stage_runs;
+                successes := stage_successes;
+                failures := stage_failures;
+                RAISE WARNING 'idem.run_maintenance() was canceled during its completers'
+                    USING DETAIL = 'The completers'' work in this call is undone; the sweep and the '
+                                   'purges are kept.';
+            END;
             CONTINUE;
         END IF;
         total := 0;
@@ -11070,7 +11451,9 @@ BEGIN
         'swept', swept, 'exhausted', exhausted,
         'completer_runs', runs, 'completer_successes', successes, 'completer_failures', failures,
         'purged_keys', purged_keys, 'purged_messages', purged_messages, 'purged_events', purged_events,
-        'batches', batches, 'more', more);
+        'batches', batches, 'more', more)
+        || CASE WHEN left_keys > 0 THEN jsonb_build_object('completer_keys_left', left_keys)
+                ELSE '{}'::jsonb END;
 END
 $function$
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
@@ -11667,36 +12050,85 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_exhaust_attempts(timestamptz, integer) FROM PUBLIC;
 
--- The keys due for their scope's completer, oldest first (the worker's
--- completer_candidates); completer 0 when the stored name resolves to no
--- function any more.
-CREATE FUNCTION idem.portable_completer_candidates(now timestamptz, batch_limit integer)
-RETURNS TABLE (scope text, key text, request_hash text, completer oid)
+-- The OID of the function a policy names as its completer: 0 when the
+-- name resolves to no function any more, NULL when it cannot be resolved
+-- at all. to_regprocedure raises (42501) when the extension's owner may not
+-- use the function's schema, which the schema's owner, a tenant, may
+-- revoke: caught here, for that one name, so that one tenant's schema does
+-- not stop the completers of every other (issue 41). quiet: no WARNING
+-- (the second look of the same call).
+CREATE FUNCTION idem.portable_resolve_completer(completer text, quiet boolean)
+RETURNS oid
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    state text;
+    message text;
+BEGIN
+    RETURN COALESCE(to_regprocedure(completer)::oid, '0'::oid);
+EXCEPTION WHEN OTHERS THEN
+    IF NOT quiet THEN
+        GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
+        RAISE WARNING 'idem completer "%" cannot be resolved: %', completer, message
+            USING DETAIL = format('SQLSTATE %s. The due keys of the scopes that name it are skipped; '
+                                  'the other scopes'' completers run.', state),
+                  HINT = 'The extension''s owner must be able to look the function up: USAGE on its '
+                         'schema and on the schemas of its argument types.';
+    END IF;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_resolve_completer(text, boolean) FROM PUBLIC;
+
+-- The keys due for their scope's completer (the worker's
+-- completer_candidates), with the function the policy names (0 when the
+-- name resolves to no function any more) and its owner, and since when the
+-- key is due (oldest first). Each name is resolved once; a key whose name
+-- cannot be resolved is left out (idem.portable_resolve_completer).
+CREATE FUNCTION idem.portable_completer_due(now timestamptz, quiet boolean)
+RETURNS TABLE (scope text, key text, request_hash text, completer oid, owner oid, since timestamptz)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT r.scope, r.key, r.request_hash,
-       COALESCE(to_regprocedure(p.completer)::oid, '0'::oid)
-  FROM idem.scope_policy p
-  JOIN idem.idempotency_request r ON r.scope = p.scope
- WHERE p.completer IS NOT NULL
-   AND (r.status = 'processing' AND r.locked_until <= now
-        OR r.status = 'failed_retryable' AND r.failure_code = 'abandoned')
-   AND r.expires_at > now
-   AND COALESCE(r.locked_until, r.updated_at) <= now - COALESCE(p.completer_delay, '0'::interval)
- ORDER BY COALESCE(r.locked_until, r.updated_at)
- LIMIT batch_limit
+WITH due AS MATERIALIZED (
+    SELECT r.scope, r.key, r.request_hash, p.completer AS name,
+           COALESCE(r.locked_until, r.updated_at) AS since
+      FROM idem.scope_policy p
+      JOIN idem.idempotency_request r ON r.scope = p.scope
+     WHERE p.completer IS NOT NULL
+       AND (r.status = 'processing' AND r.locked_until <= now
+            OR r.status = 'failed_retryable' AND r.failure_code = 'abandoned')
+       AND r.expires_at > now
+       AND COALESCE(r.locked_until, r.updated_at) <= now - COALESCE(p.completer_delay, '0'::interval)),
+named AS MATERIALIZED (
+    SELECT n.name, idem.portable_resolve_completer(n.name, quiet) AS completer
+      FROM (SELECT DISTINCT due.name FROM due) n)
+SELECT due.scope, due.key, due.request_hash, named.completer, f.proowner, due.since
+  FROM due
+  JOIN named ON named.name = due.name
+  LEFT JOIN pg_catalog.pg_proc f ON f.oid = named.completer
+ WHERE named.completer IS NOT NULL
 $$;
-REVOKE ALL ON FUNCTION idem.portable_completer_candidates(timestamptz, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem.portable_completer_due(timestamptz, boolean) FROM PUBLIC;
 
--- Why a completer may not run, or NULL. The C++ engine runs a completer as
--- its owner with SetUserIdAndSecContext; SQL has no such call, and SET ROLE
--- is refused inside a SECURITY DEFINER function (run_maintenance is one).
--- So the portable engine runs only a completer that runs as its owner by
--- itself: a SECURITY DEFINER one (its owner's rights, and SET ROLE, RESET
--- ROLE and SET SESSION AUTHORIZATION refused inside it), or one owned by the
--- extension's owner, who is the role run_maintenance runs as.
-CREATE FUNCTION idem.portable_completer_refusal(completer oid)
+-- Why a completer may not run in a call made as role runner, or NULL.
+-- The C++ engine runs a completer as its owner with SetUserIdAndSecContext.
+-- SQL has no such call, and no check of prosecdef can stand in for it: an
+-- owner may flip its function between SECURITY INVOKER and DEFINER (ALTER
+-- FUNCTION and CREATE OR REPLACE take no lock) between the check and the
+-- call, and an INVOKER completer then runs as the caller (issue 41: 20 of
+-- 300 runs as the extension's owner). So the portable engine calls a
+-- completer only where the role the call runs as IS its owner: then it runs
+-- as its owner whether it is INVOKER or DEFINER, and a flip changes
+-- nothing. idem.run_maintenance runs as the extension's owner, so it runs
+-- the completers that role owns; idem.run_completers runs, as its caller,
+-- the completers its caller owns. What is checked stays what runs: only
+-- the owner (or a superuser) may give the function away, rename it or move
+-- it, and the schema it is called in (by name: SQL calls no function by
+-- OID) must be one no other role may rename or drop: owned by the runner,
+-- by a superuser, or pg_database_owner where the runner owns the database.
+CREATE FUNCTION idem.portable_completer_refusal(completer oid, runner oid)
 RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -11704,8 +12136,13 @@ AS $$
 DECLARE
     f record;
 BEGIN
-    SELECT p.proowner, p.prosecdef, a.rolname INTO f
-      FROM pg_catalog.pg_proc p LEFT JOIN pg_catalog.pg_roles a ON a.oid = p.proowner
+    SELECT p.proowner, a.rolname, p.pronamespace, n.nspname, n.nspowner, s.rolname AS nspowner_name,
+           s.rolsuper AS nspowner_super
+      INTO f
+      FROM pg_catalog.pg_proc p
+      JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+      LEFT JOIN pg_catalog.pg_roles a ON a.oid = p.proowner
+      LEFT JOIN pg_catalog.pg_roles s ON s.oid = n.nspowner
      WHERE p.oid = completer;
     IF NOT FOUND THEN
         RETURN 'The function no longer exists.';
@@ -11713,18 +12150,44 @@ BEGIN
     IF f.rolname IS NULL THEN
         RETURN 'Its owner no longer exists.';
     END IF;
+    IF f.proowner <> runner THEN
+        RETURN format('Its owner is role "%s", and this call runs as role "%s": the portable engine runs '
+                      'a completer only in a call made as its owner (idem.run_maintenance() for the '
+                      'extension''s owner, idem.run_completers() for any other owner).',
+                      f.rolname, pg_get_userbyid(runner));
+    END IF;
     IF NOT has_function_privilege(f.proowner, completer, 'EXECUTE') THEN
         RETURN format('Its owner, role "%s", may not execute it.', f.rolname);
     END IF;
-    IF NOT f.prosecdef AND f.proowner <> current_user::regrole::oid THEN
-        RETURN format('It is not SECURITY DEFINER and its owner, role "%s", is not the extension''s owner: '
-                      'the portable engine runs a completer as its owner only as a SECURITY DEFINER function.',
-                      f.rolname);
+    IF NOT has_schema_privilege(f.proowner, f.pronamespace, 'USAGE') THEN
+        RETURN format('Its owner, role "%s", may not use its schema "%s".', f.rolname, f.nspname);
+    END IF;
+    IF NOT (f.nspowner = runner OR coalesce(f.nspowner_super, false)
+            OR f.nspowner = 'pg_database_owner'::regrole
+               AND runner = (SELECT d.datdba FROM pg_catalog.pg_database d
+                              WHERE d.datname = current_database())) THEN
+        RETURN format('Its schema "%s" is owned by role "%s", which could rename it and put another '
+                      'function under the completer''s name: the portable engine calls a completer by '
+                      'name only in a schema of its owner''s (or of a superuser).',
+                      f.nspname, coalesce(f.nspowner_name, f.nspowner::text));
     END IF;
     RETURN NULL;
 END
 $$;
-REVOKE ALL ON FUNCTION idem.portable_completer_refusal(oid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem.portable_completer_refusal(oid, oid) FROM PUBLIC;
+
+-- The call of a completer by its schema's and its own name, read from its
+-- OID (portable_completer_refusal says why the name stays the OID's).
+CREATE FUNCTION idem.portable_completer_call(completer oid)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT format('SELECT %I.%I($1, $2, $3, $4, $5)', n.nspname, p.proname)
+  FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+ WHERE p.oid = $1
+$$;
+REVOKE ALL ON FUNCTION idem.portable_completer_call(oid) FROM PUBLIC;
 
 -- Every object in this session's temporary schema (the C++ engine's
 -- session_temp_objects statement).
@@ -11770,9 +12233,13 @@ SELECT COALESCE(jsonb_object_agg(s.name, s.setting), '{}'::jsonb)
 $$;
 REVOKE ALL ON FUNCTION idem.portable_session_settings() FROM PUBLIC;
 
--- One due key: the call's own claim, then the completer in a subtransaction
--- (an EXCEPTION block), undone alone when it raises or leaves a temporary
--- object or a setting behind. Returns 'not_owned', 'succeeded' or 'failed'.
+-- One due key of a completer the extension's owner owns (run_maintenance):
+-- the call's own claim, then the completer in a subtransaction (an
+-- EXCEPTION block), undone alone when it raises, with any SQLSTATE, or
+-- leaves a temporary object or a setting behind. Returns 'not_owned',
+-- 'succeeded', 'failed', or 'canceled' when the completer ended with
+-- query_canceled (57014: raised by it, or the call's statement_timeout or a
+-- cancel), after which the call runs no more completers.
 CREATE FUNCTION idem.portable_run_completer(scope text, key text, request_hash text, completer oid)
 RETURNS text
 LANGUAGE plpgsql VOLATILE
@@ -11803,7 +12270,8 @@ BEGIN
     IF c.fence IS NULL OR c.kind IN ('replay_success', 'final_failure', 'processing_active') THEN
         RETURN 'not_owned';
     END IF;
-    reason := idem.portable_completer_refusal(completer);
+    reason := idem.portable_completer_refusal(completer, (SELECT a.oid FROM pg_catalog.pg_roles a
+                                                           WHERE a.rolname = current_user));
     IF reason IS NOT NULL THEN
         RAISE WARNING 'idem completer % for scope "%", key "%" cannot be run',
             CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_proc p WHERE p.oid = completer)
@@ -11814,9 +12282,7 @@ BEGIN
         RETURN 'failed';
     END IF;
     fname := completer::regprocedure::text;
-    SELECT format('SELECT %I.%I($1, $2, $3, $4, $5)', n.nspname, p.proname) INTO call
-      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-     WHERE p.oid = completer;
+    call := idem.portable_completer_call(completer);
     settings_before := idem.portable_session_settings();
     path_before := current_setting('search_path');
     BEGIN
@@ -11844,13 +12310,15 @@ BEGIN
                       HINT = 'Give the completer a SET clause for the settings it changes '
                              '(CREATE FUNCTION ... SET name = value) and change them with SET LOCAL.';
         END IF;
-    EXCEPTION WHEN OTHERS THEN
+    -- OTHERS leaves out query_canceled and assert_failure: named, so that
+    -- no SQLSTATE of a completer's stops the call (issue 41).
+    EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
         GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
         RAISE WARNING 'idem completer % for scope "%", key "%" failed: %', fname, scope, key, message
             USING ERRCODE = state,
                   DETAIL = 'Its work is undone; the key stays claimed until its lock runs out, then '
                            'a later round tries again.';
-        RETURN 'failed';
+        RETURN CASE state WHEN '57014' THEN 'canceled' ELSE 'failed' END;
     END;
     PERFORM idem.portable_judge_as(NULL);
     SELECT r.fence, r.status INTO outcome
@@ -11865,6 +12333,188 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_run_completer(text, text, text, oid) FROM PUBLIC;
+
+-- ---- idem.run_completers(): the completers of owners other than the
+-- extension's, run by their owner's own call (portable engine only) ----
+-- idem.run_maintenance runs as the extension's owner and so runs only that
+-- role's completers (portable_completer_refusal says why). A role that
+-- owns completers runs them itself: idem.run_completers(), not SECURITY
+-- DEFINER, so the completers it calls run as the caller, who owns them,
+-- whether they are INVOKER or DEFINER. What it needs as the extension's
+-- owner (the due keys, the claim, the outcome) it gets from the two helpers
+-- below, each SECURITY DEFINER, granted with it by name (docs/portable.md,
+-- "Completers of other roles") and re-checking inside what the call's role
+-- may have: the session's role (as every scope check judges), which
+-- run_completers first checks is the role it runs as.
+
+-- The session's role: SET ROLE's role, else the login role.
+CREATE FUNCTION idem.portable_session_role()
+RETURNS oid
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT a.oid FROM pg_catalog.pg_roles a
+ WHERE a.rolname = CASE WHEN current_setting('role') = 'none' THEN session_user
+                        ELSE current_setting('role') END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_session_role() FROM PUBLIC;
+
+-- Claims, for the session's role, up to idem.batch_size due keys whose scope's
+-- completer that role owns and whose scope it may use (as any covered call
+-- judges it), oldest first, and answers each claim with the completer's
+-- call. A key of a completer another role owns, or of a scope the role may
+-- not use, is never claimed nor shown; a completer that cannot be run as
+-- its owner is skipped with a WARNING (portable_completer_refusal). Called
+-- directly, it gives its caller nothing it could not take with its own
+-- claims: its own scopes' abandoned keys.
+CREATE FUNCTION idem.portable_claim_own_completer_keys()
+RETURNS TABLE (scope text, key text, fence bigint, recovery_point text, attempt_count integer,
+               completer text, call text, batch_limit integer)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    runner oid := idem.portable_session_role();
+    batch integer := idem.portable_batch_size();
+    due record;
+    policy record;
+    c idem.claim;
+    reason text;
+BEGIN
+    PERFORM idem.portable_require_writable('idem.run_completers()');
+    IF idem.portable_judged_role() IS NOT NULL THEN
+        RAISE EXCEPTION 'idem.run_completers() cannot be called by a completer'
+            USING ERRCODE = '55000',
+                  HINT = 'Schedule idem.run_completers() as a job of its own.';
+    END IF;
+    FOR due IN
+        SELECT d.scope, d.key, d.request_hash, d.completer
+          FROM idem.portable_completer_due(clock_timestamp(), false) d
+         WHERE d.owner = runner
+         ORDER BY d.since
+         LIMIT batch
+    LOOP
+        CONTINUE WHEN idem.portable_scope_refusal(due.scope) IS NOT NULL;
+        reason := idem.portable_completer_refusal(due.completer, runner);
+        IF reason IS NOT NULL THEN
+            RAISE WARNING 'idem completer % for scope "%", key "%" cannot be run',
+                due.completer::regprocedure::text, due.scope, due.key
+                USING DETAIL = reason,
+                      HINT = 'Fix the completer of the scope in idem.scope_policy, or its owner.';
+            CONTINUE;
+        END IF;
+        policy := idem.portable_claim_policy(due.scope, due.key, NULL, NULL);
+        c := idem.portable_claim_once(due.scope, due.key, due.request_hash, 'idem completer',
+                                      policy.lock_timeout, policy.retention, policy.max_attempts,
+                                      CASE WHEN policy.bind THEN idem.portable_session_token() END);
+        CONTINUE WHEN c.fence IS NULL OR c.kind IN ('replay_success', 'final_failure', 'processing_active');
+        scope := due.scope;
+        key := due.key;
+        fence := c.fence;
+        recovery_point := c.recovery_point;
+        attempt_count := c.attempt_count;
+        completer := due.completer::regprocedure::text;
+        call := idem.portable_completer_call(due.completer);
+        batch_limit := batch;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_claim_own_completer_keys() FROM PUBLIC;
+
+-- Whether the completer recorded an outcome for the claim it was given:
+-- the key is no longer processing under that fence. Scope-checked as any
+-- covered call (42501 for a scope the role may not use).
+CREATE FUNCTION idem.portable_completer_outcome(scope text, key text, fence bigint)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM idem.portable_check_scope_owner(scope);
+    RETURN EXISTS (SELECT FROM idem.idempotency_request r
+                    WHERE r.scope = portable_completer_outcome.scope
+                      AND r.key = portable_completer_outcome.key
+                      AND r.fence = portable_completer_outcome.fence
+                      AND r.status <> 'processing');
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_completer_outcome(text, text, bigint) FROM PUBLIC;
+
+-- The completers the calling role owns, for the due keys of scopes it may
+-- use: one round's worth (idem.batch_size keys), each claimed as the worker
+-- claims it and given to its completer in a subtransaction. Not SECURITY
+-- DEFINER: the completer runs as the caller, its owner. A completer's
+-- error of any SQLSTATE undoes its work alone and is counted; after a
+-- query_canceled (the call's statement_timeout, a cancel, or the
+-- completer's own) no further completer runs. Answers the counts of
+-- run_maintenance's report that concern completers.
+CREATE FUNCTION idem.run_completers()
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    batch_limit integer;
+    session_role text := CASE WHEN current_setting('role') = 'none' THEN session_user
+                              ELSE current_setting('role') END;
+    due record;
+    claimed integer := 0;
+    runs bigint := 0;
+    successes bigint := 0;
+    failures bigint := 0;
+    state text;
+    message text;
+BEGIN
+    -- The completers run as current_user; the helpers judge the session's
+    -- role. They must be one role, else a SECURITY DEFINER function of one
+    -- role could run another's completers as itself. And that role must be
+    -- the login role: in a session that SET ROLE to the owner, an INVOKER
+    -- completer could RESET ROLE and run on with the login role's rights,
+    -- which may be more than its owner's.
+    IF current_user <> session_user OR session_role <> session_user THEN
+        RAISE EXCEPTION 'idem.run_completers() runs as role "%" in a session of role "%" logged in as "%"',
+                        current_user, session_role, session_user
+            USING ERRCODE = '42501',
+                  DETAIL = 'It runs the completers the calling role owns, as that role, only in a session '
+                           'logged in as that role: not after SET ROLE, and not from a SECURITY DEFINER '
+                           'function of another role.',
+                  HINT = 'Log in as the completers'' owner (pg_cron runs a job as the role that '
+                         'scheduled it), or give the completers to the login role that runs them.';
+    END IF;
+    FOR due IN SELECT * FROM idem.portable_claim_own_completer_keys() LOOP
+        batch_limit := due.batch_limit;
+        claimed := claimed + 1;
+        runs := runs + 1;
+        BEGIN
+            EXECUTE due.call USING due.scope, due.key, due.fence, due.recovery_point, due.attempt_count;
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
+            RAISE WARNING 'idem completer % for scope "%", key "%" failed: %', due.completer, due.scope,
+                          due.key, message
+                USING ERRCODE = state,
+                      DETAIL = 'Its work is undone; the key stays claimed until its lock runs out, then '
+                               'a later round tries again.';
+            failures := failures + 1;
+            EXIT WHEN state = '57014';
+            CONTINUE;
+        END;
+        IF idem.portable_completer_outcome(due.scope, due.key, due.fence) THEN
+            successes := successes + 1;
+        ELSE
+            failures := failures + 1;
+            RAISE LOG 'idem completer % recorded no outcome for scope "%", key "%"', due.completer,
+                      due.scope, due.key
+                USING DETAIL = 'The key stays processing until its lock runs out; a later round tries again.';
+        END IF;
+    END LOOP;
+    RETURN jsonb_build_object('completer_runs', runs, 'completer_successes', successes,
+                              'completer_failures', failures, 'more', coalesce(claimed = batch_limit, false));
+END
+$$;
+REVOKE ALL ON FUNCTION idem.run_completers() FROM PUBLIC;
+COMMENT ON FUNCTION idem.run_completers() IS
+    'Portable engine: runs, as the calling role, the completers it owns for the due keys of scopes it may use (idem.run_maintenance() runs only the extension owner''s).';
 -- ==== end portable support for 1.2 ====
 
 -- ==== portable support for 1.2: scopes owned by roles (section "owners") ====
@@ -12009,14 +12659,20 @@ BEGIN
     ELSE
         caller_name := pg_get_userbyid(caller);
     END IF;
-    -- The scope's prefixes all start alike: the longest is the greatest.
+    -- The covering row is the longest of the scope's prefixes, by length as
+    -- the C++ engine takes it (src/pure/scope_prefix.cpp: the longest byte
+    -- prefix). Not the greatest under ORDER BY scope_prefix DESC: under the
+    -- database's collation a longer prefix may sort first (ICU cy-GB puts
+    -- 'shop/ng' before 'shop/n', "ng" being one letter of Welsh), and then
+    -- another role would own the scope. Equality is byte equality under
+    -- any database collation (a database's collation is deterministic).
     -- No prefix is longer than 255 characters (the table's CHECK), and a
     -- call that takes any text (typical_duration) may pass a longer scope.
     SELECT o.owner INTO owner
       FROM idem.scope_owner o
      WHERE o.scope_prefix = ANY (ARRAY(SELECT left(scope, n)
                                          FROM generate_series(0, LEAST(char_length(scope), 255)) AS n))
-     ORDER BY o.scope_prefix DESC
+     ORDER BY octet_length(o.scope_prefix) DESC
      LIMIT 1;
     IF FOUND THEN
         IF caller IS NOT NULL AND coalesce(pg_has_role(caller, owner, 'MEMBER'), false) THEN
@@ -12079,6 +12735,14 @@ AS $$
   SELECT $1 IS NOT NULL AND idem.portable_scope_refusal($1) IS NULL
 $$;
 REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
+
+-- 1.1 gave PUBLIC the reading helper of idem.typical_duration, an
+-- invoker's function there. In 1.2 typical_duration (and retry_after,
+-- which calls it) is SECURITY DEFINER and checks the scope's owner before
+-- calling the helper, as the extension's owner: PUBLIC may no longer call
+-- the helper, which checks no scope (no idem.portable_* function is
+-- PUBLIC's but request_hash's pure JSON helpers; sql/85_definer_grants.sql).
+REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
 -- ==== end portable support for 1.2: owners ====
 
 $idem_script$)

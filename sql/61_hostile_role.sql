@@ -603,6 +603,14 @@ SELECT public.h61_try($$SET idem.require_scope_owner = off$$) AS set_off,
        public.h61_try($$RESET idem.require_scope_owner$$) AS reset,
        public.h61_try($$ALTER ROLE idem_hostile61 SET idem.require_scope_owner = off$$) AS alter_role;
 SELECT public.h61_try($$SELECT idem.claim_idempotency_key('u61', 'k1', 'h')$$) AS still_uncovered;
+-- The portable engine's idem.run_completers() and its two helpers (no
+-- such functions in the C++ engine: 42883 there) give the role nothing of
+-- the tenant's: no key of a scope it may not use, no outcome of one; and
+-- run_completers runs nothing after SET ROLE (42501).
+SELECT public.h61_try($$SELECT idem.run_completers()$$) AS run_completers,
+       public.h61_try($$SELECT * FROM idem.portable_claim_own_completer_keys()$$) AS claim_own_keys,
+       public.h61_try($$SELECT idem.portable_completer_outcome('o61/a', 'k1', 1)$$) AS outcome_own,
+       public.h61_try($$SELECT idem.portable_completer_outcome('v61/a', 'k1', 1)$$) AS outcome_tenants;
 RESET search_path;
 RESET ROLE;
 RESET idem.require_scope_owner;

@@ -86,13 +86,13 @@ REVOKE SELECT, UPDATE ON idem.idempotency_request FROM idem_hostile79;
 SELECT pg_catalog.count(*) AS shadows_run FROM public.h79_calls;
 
 -- The portable engine's internal helpers are not the role's to call; none
--- exists in the C++ engine. PUBLIC's by design: portable_typical_duration
--- (it checks the caller's right itself) and request_hash's canonical-JSON
--- helpers portable_jcs* (pure; request_hash runs with its caller's rights).
+-- exists in the C++ engine. PUBLIC's by design: only request_hash's
+-- canonical-JSON helpers portable_jcs* (pure; request_hash runs with its
+-- caller's rights).
 SELECT coalesce(string_agg(p.oid::regprocedure::text, ', '), 'none') AS helpers_the_role_may_call
   FROM pg_proc p
  WHERE p.pronamespace = 'idem'::regnamespace AND p.proname LIKE 'portable\_%'
-   AND p.proname <> 'portable_typical_duration' AND p.proname NOT LIKE 'portable\_jcs%'
+   AND p.proname NOT LIKE 'portable\_jcs%'
    AND has_function_privilege('idem_hostile79', p.oid, 'EXECUTE');
 SET ROLE idem_hostile79;
 DO $$

@@ -66,6 +66,12 @@ my $both_cpp = $ENV{IDEM_DIFF_BOTH_CPP};
 my $apart = $ENV{IDEM_DIFF_PORTABLE_APART} // 1;
 my $shown_mismatches = $ENV{IDEM_DIFF_SHOW} // 6;
 my $via = $ENV{IDEM_DIFF_PORTABLE_VIA} // 'file';
+# IDEM_DIFF_ICU_LOCALE=cy-GB makes both databases with that ICU collation
+# (issue 41: the engines must answer alike whatever the collation).
+my $icu = $ENV{IDEM_DIFF_ICU_LOCALE} // '';
+BAIL_OUT("IDEM_DIFF_ICU_LOCALE=$icu: an ICU locale name") unless $icu =~ /^[A-Za-z0-9_-]*$/;
+my $db_options = $icu eq '' ? ''
+  : " TEMPLATE template0 ENCODING UTF8 LOCALE_PROVIDER icu ICU_LOCALE '$icu' LC_COLLATE 'C' LC_CTYPE 'C'";
 # A cluster's installation: the one whose bin directory $ENV{$var} names.
 sub installation { my ($var) = @_; return $ENV{$var} ? (install_path => dirname($ENV{$var})) : (); }
 BAIL_OUT("IDEM_DIFF_PORTABLE_VIA=$via: file or pgtle") unless $via =~ /^(file|pgtle)$/;
@@ -102,7 +108,7 @@ log_statement = none
 CONF
 $node->start;
 
-$node->safe_psql('postgres', 'CREATE DATABASE cpp');
+$node->safe_psql('postgres', "CREATE DATABASE cpp$db_options");
 $node->safe_psql('cpp', 'CREATE EXTENSION idem');
 
 # By default the portable engine runs in a cluster of its own without the
@@ -120,8 +126,8 @@ if ($apart) {
 # pg_read_all_stats: with idem.bind_lock_to_session the portable engine names
 # the caller's session by its backend_start, which pg_stat_activity shows the
 # extension's owner only for its own sessions without it (55000 says so).
-$portable_node->safe_psql('postgres', 'CREATE ROLE portable_owner LOGIN; CREATE DATABASE portable OWNER portable_owner;
-	GRANT pg_read_all_stats TO portable_owner');
+$portable_node->safe_psql('postgres', "CREATE ROLE portable_owner LOGIN; CREATE DATABASE portable OWNER portable_owner$db_options;
+	GRANT pg_read_all_stats TO portable_owner");
 if ($both_cpp) {
 	$portable_node->safe_psql('portable', 'CREATE EXTENSION idem');
 } else {

@@ -1,7 +1,10 @@
 -- idem.run_maintenance() on the portable engine as a managed service has it:
 -- the extension's owner is the database's owner, NOT a superuser (it ran
 -- dist/idem-portable.sql); a third role, the scheduler's (pg_cron's job
--- owner), calls run_maintenance; completers belong to an application role.
+-- owner), calls run_maintenance; completers belong to an application role,
+-- which run_maintenance leaves them to (the portable engine calls a
+-- completer only in a call made as its owner): the application role runs
+-- them with idem.run_completers(), logged in as itself.
 -- No completer reaches the extension owner's rights or the caller's.
 -- Run by test/portable/run_maintenance_owner.sh as role maint_dbo.
 \set ON_ERROR_STOP 0
@@ -11,7 +14,7 @@ SELECT rolsuper AS owner_is_superuser FROM pg_roles WHERE rolname = current_user
 SELECT count(*) AS idem_installed FROM pg_namespace WHERE nspname = 'idem';
 
 CREATE ROLE maint_ops;          -- the scheduler's role
-CREATE ROLE maint_app;          -- owns the completers
+CREATE ROLE maint_app LOGIN;    -- owns the completers, and runs them
 GRANT maint_ops, maint_app TO maint_dbo;
 GRANT USAGE ON SCHEMA idem TO maint_ops, maint_app;
 GRANT EXECUTE ON FUNCTION idem.run_maintenance() TO maint_ops;
@@ -93,6 +96,20 @@ SELECT CURRENT_USER AS caller_after;
 SELECT count(*) AS temp_functions_left FROM pg_proc WHERE pronamespace = pg_my_temp_schema();
 RESET ROLE;
 
+SELECT r.scope, r.status, r.claimed_by, r.response_body->>'ran_as' AS ran_as, r.response_body->>'what' AS what
+  FROM idem.idempotency_request r ORDER BY r.scope;
+
+-- The application role runs its completers itself, logged in as itself:
+-- each runs as maint_app whatever its SECURITY, and reaches nothing of
+-- the extension owner's or the scheduler's.
+GRANT EXECUTE ON FUNCTION idem.run_completers(), idem.portable_claim_own_completer_keys(),
+    idem.portable_completer_outcome(text, text, bigint) TO maint_app;
+\c - maint_app
+SET client_min_messages = warning;
+SELECT idem.run_completers() AS app_report;
+SELECT CURRENT_USER AS caller_after, SESSION_USER AS session_after;
+\c - maint_dbo
+SET client_min_messages = warning;
 SELECT r.scope, r.status, r.claimed_by, r.response_body->>'ran_as' AS ran_as, r.response_body->>'what' AS what
   FROM idem.idempotency_request r ORDER BY r.scope;
 
