@@ -2,10 +2,12 @@
 // in bounded batches, each batch its own short transaction.
 //
 // Error handling: the main loop keeps only trivially destructible locals and
-// catches Postgres errors per round with PG_TRY, so a failed round (a
-// lock_timeout set on the database, a user trigger that raises, a bug) is
-// logged once, rolled back, and retried after the next naptime; the process
-// lives on and never turns an error into a restart loop. C++ exceptions from
+// catches Postgres errors per batch (contain) and per round with PG_TRY, so
+// a failed batch (a lock_timeout set on the database, a user trigger that
+// raises, a bug) is logged, rolled back, and the round goes on without it
+// (see "One scope's failure" below); the round is reported as failed and
+// retried after the next naptime; the process lives on and never turns an
+// error into a restart loop. C++ exceptions from
 // the shared batch code are turned into Postgres errors by run_guarded inside
 // that PG_TRY. SIGTERM (die) and postmaster death end the process directly.
 // SIGINT (pg_cancel_backend) cancels the batch of a round under way, an
