@@ -1284,9 +1284,9 @@ RETURNS SETOF record
 -- stats_counters: the C++ engine counts in shared memory, which the
 -- portable engine does not have, and no table records these events. So one
 -- row, this database's, with every counter and timestamp NULL: unknown,
--- never a made-up 0. One body for both headers (1.0's eighteen columns and
--- 1.1's twenty-nine): RETURN NEXT returns the OUT parameters, which are
--- NULL but for datid, a column both headers have.
+-- never a made-up 0. One body for every header (1.1's twenty-nine columns and
+-- 1.2's thirty-two, with failed_rounds): RETURN NEXT returns the OUT
+-- parameters, which are NULL but for datid, a column every header has.
 AS $function$
 BEGIN
     datid := (SELECT d.oid FROM pg_catalog.pg_database d
@@ -2915,9 +2915,9 @@ RETURNS SETOF record
 -- stats_counters: the C++ engine counts in shared memory, which the
 -- portable engine does not have, and no table records these events. So one
 -- row, this database's, with every counter and timestamp NULL: unknown,
--- never a made-up 0. One body for both headers (1.0's eighteen columns and
--- 1.1's twenty-nine): RETURN NEXT returns the OUT parameters, which are
--- NULL but for datid, a column both headers have.
+-- never a made-up 0. One body for every header (1.1's twenty-nine columns and
+-- 1.2's thirty-two, with failed_rounds): RETURN NEXT returns the OUT
+-- parameters, which are NULL but for datid, a column every header has.
 AS $function$
 BEGIN
     datid := (SELECT d.oid FROM pg_catalog.pg_database d
@@ -4241,15 +4241,16 @@ CREATE FUNCTION idem.stats_counters(
     OUT wakeups_sent bigint,
     OUT messages_purged bigint,
     OUT events_purged bigint,
+    OUT failed_rounds bigint,
     OUT last_worker_round timestamptz,
     OUT stats_reset timestamptz)
 RETURNS SETOF record
 -- stats_counters: the C++ engine counts in shared memory, which the
 -- portable engine does not have, and no table records these events. So one
 -- row, this database's, with every counter and timestamp NULL: unknown,
--- never a made-up 0. One body for both headers (1.0's eighteen columns and
--- 1.1's twenty-nine): RETURN NEXT returns the OUT parameters, which are
--- NULL but for datid, a column both headers have.
+-- never a made-up 0. One body for every header (1.1's twenty-nine columns and
+-- 1.2's thirty-two, with failed_rounds): RETURN NEXT returns the OUT
+-- parameters, which are NULL but for datid, a column every header has.
 AS $function$
 BEGIN
     datid := (SELECT d.oid FROM pg_catalog.pg_database d
@@ -4273,7 +4274,7 @@ SELECT s.datid, d.datname,
        s.polling_fallbacks, s.session_bound_takeovers,
        s.completer_runs, s.completer_successes, s.completer_failures,
        s.wait_attempts, s.wakeups_sent,
-       s.messages_purged, s.events_purged,
+       s.messages_purged, s.events_purged, s.failed_rounds,
        s.last_worker_round, s.stats_reset
   FROM idem.stats_counters() s
   LEFT JOIN pg_catalog.pg_database d ON d.oid = s.datid
@@ -4287,6 +4288,46 @@ REVOKE ALL ON TABLE idem.stats FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idem.stats_counters() TO pg_monitor;
 GRANT SELECT ON TABLE idem.stats TO pg_monitor;
 -- ==== end stats ====
+
+-- ==== failed rounds: a worker round that fails is shown and counted (docs/worker.md "Failed rounds") ====
+-- Before, a round that failed (a trigger raising on the key table, say)
+-- still recorded its end: idem.worker_status said idle with a fresh
+-- last_round_end and a rising total_rounds, and the alert on
+-- now() - last_round_end never fired. A failed round now moves neither; the
+-- worker shows state 'failing', the last error, since when the rounds fail
+-- and how many did, and idem.stats counts them (failed_rounds, in the stats
+-- section above). The library still fills 1.0's and 1.1's eight columns.
+DROP VIEW idem.worker_status;
+DROP FUNCTION idem.worker_status();
+CREATE FUNCTION idem.worker_status(
+    OUT database name, OUT pid integer, OUT state text,
+    OUT last_round_start timestamptz, OUT last_round_end timestamptz,
+    OUT last_round_swept bigint, OUT last_round_purged bigint,
+    OUT total_rounds bigint,
+    OUT failed_rounds bigint, OUT failing_since timestamptz,
+    OUT last_error text, OUT last_error_sqlstate text, OUT last_error_scope text)
+RETURNS SETOF record
+-- worker_status: the portable engine has no background worker (maintenance
+-- runs through idem.run_maintenance(), scheduled with pg_cron), so no
+-- database has a worker to report: no rows.
+AS $function$
+BEGIN
+    RETURN;
+END
+$function$
+LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+
+CREATE VIEW idem.worker_status AS SELECT * FROM idem.worker_status();
+
+COMMENT ON VIEW idem.worker_status IS
+    'What the idem background worker of each database of idem.database is doing, what its last round did, and whether its rounds fail.';
+
+REVOKE ALL ON FUNCTION idem.worker_status() FROM PUBLIC;
+REVOKE ALL ON TABLE idem.worker_status FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idem.worker_status() TO pg_monitor;
+GRANT SELECT ON TABLE idem.worker_status TO pg_monitor;
+-- ==== end failed rounds ====
 
 -- ==== portable engine: support-1.2.sql ====
 -- ==== portable support for 1.2: idem.run_maintenance (portable/functions/idem_run_maintenance.sql) ====

@@ -655,3 +655,74 @@ FROM due
 WHERE o.id OPERATOR(pg_catalog.=) due.due_id
 RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
           o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
+
+-- scopes_to_sweep
+SELECT s.scope
+FROM idem.idempotency_request s
+WHERE s.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+GROUP BY s.scope
+ORDER BY s.scope COLLATE pg_catalog."C";
+
+-- scopes_to_purge
+SELECT d.scope
+FROM idem.idempotency_request d
+WHERE d.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status
+  AND d.expires_at OPERATOR(pg_catalog.<=) $1
+GROUP BY d.scope
+ORDER BY d.scope COLLATE pg_catalog."C";
+
+-- sweep_stale_in_scope
+SELECT s.ctid, s.bound_session, s.locked_until OPERATOR(pg_catalog.<=) $1
+FROM idem.idempotency_request s
+WHERE s.scope OPERATOR(pg_catalog.=) $4
+  AND s.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+  AND (s.locked_until OPERATOR(pg_catalog.<=) $1
+       OR s.bound_session IS NOT NULL
+          AND s.bound_session OPERATOR(pg_catalog.<>) ALL ($3))
+ORDER BY s.locked_until
+LIMIT $2
+FOR UPDATE SKIP LOCKED;
+
+-- sweep_stale_10_in_scope
+WITH stale AS (
+  SELECT s.ctid AS tid
+  FROM idem.idempotency_request s
+  WHERE s.scope OPERATOR(pg_catalog.=) $4
+    AND s.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+    AND s.locked_until OPERATOR(pg_catalog.<=) $1
+  ORDER BY s.locked_until
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+UPDATE idem.idempotency_request AS r
+SET status = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1
+                  THEN 'failed_final'::idem.idempotency_status
+                  ELSE 'failed_retryable'::idem.idempotency_status END,
+    failure_code = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1
+                        THEN 'expired' ELSE 'abandoned' END,
+    failure_message = 'the owner recorded no outcome before its lock expired',
+    locked_until = NULL,
+    finished_at = $1,
+    updated_at = $1
+WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT stale.tid FROM stale));
+
+-- purge_expired_in_scope
+WITH doomed AS (
+  SELECT d.ctid AS tid
+  FROM idem.idempotency_request d
+  WHERE d.scope OPERATOR(pg_catalog.=) $3
+    AND d.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status
+    AND d.expires_at OPERATOR(pg_catalog.<=) $1
+  ORDER BY d.expires_at
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+DELETE FROM idem.idempotency_request r
+WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed));
+
+-- purge_candidates_in_scope
+SELECT d.ctid
+FROM idem.idempotency_request d
+WHERE d.scope OPERATOR(pg_catalog.=) $3
+  AND d.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status
+  AND d.expires_at OPERATOR(pg_catalog.<=) $1
+ORDER BY d.expires_at
+LIMIT $2;

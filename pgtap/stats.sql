@@ -1,6 +1,6 @@
 -- The operator's surface: views, functions, signatures and privileges.
 BEGIN;
-SELECT plan(28);
+SELECT plan(30);
 
 SELECT has_view('idem', 'stats', 'idem.stats exists');
 SELECT has_view('idem', 'key_health', 'idem.key_health exists');
@@ -11,8 +11,13 @@ SELECT columns_are('idem', 'stats', ARRAY['datid', 'datname', 'new_claim', 'repl
   'recovery_points_set', 'rows_swept', 'rows_purged', 'worker_rounds', 'waits_started',
   'waits_answered', 'waits_timed_out', 'mean_wait_ms', 'polling_fallbacks', 'session_bound_takeovers',
   'completer_runs', 'completer_successes', 'completer_failures', 'wait_attempts', 'wakeups_sent',
-  'messages_purged', 'events_purged', 'last_worker_round', 'stats_reset'],
+  'messages_purged', 'events_purged', 'failed_rounds', 'last_worker_round', 'stats_reset'],
   'stats has the documented columns');
+SELECT has_view('idem', 'worker_status', 'idem.worker_status exists');
+SELECT columns_are('idem', 'worker_status', ARRAY['database', 'pid', 'state', 'last_round_start',
+  'last_round_end', 'last_round_swept', 'last_round_purged', 'total_rounds', 'failed_rounds',
+  'failing_since', 'last_error', 'last_error_sqlstate', 'last_error_scope'],
+  'worker_status has the documented columns');
 SELECT columns_are('idem', 'key_health', ARRAY['scope', 'processing', 'stuck', 'oldest_processing_age',
   'expired_unpurged', 'oldest_expired_age', 'awaiting_completer'], 'key_health has the documented columns');
 SELECT columns_are('idem', 'key_summary', ARRAY['scope', 'total', 'processing', 'succeeded',

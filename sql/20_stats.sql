@@ -142,7 +142,7 @@ SELECT stats_reset > :'reset_before' AS reset_time_moved,
        new_claim + replay_success + processing_active + processing_stale + retryable_failure
        + final_failure + request_mismatches + stale_fences + marked_succeeded
        + marked_failed_retryable + marked_failed_final + recovery_points_set + rows_swept
-       + rows_purged + worker_rounds + messages_purged + events_purged AS sum_of_counters
+       + rows_purged + worker_rounds + messages_purged + events_purged + failed_rounds AS sum_of_counters
   FROM idem.stats WHERE datname = current_database();
 SELECT kind FROM idem.claim_idempotency_key('st', 'after-reset', 'h');
 SELECT stats_moved() AS counting_resumes;

@@ -9,7 +9,7 @@ SELECT name, setting, unit, context, vartype, min_val, max_val
 -- One row per configured database, in a state from the documented list.
 SELECT database,
        state IN ('stopped', 'starting', 'waiting for database', 'waiting for extension',
-                 'standby', 'binary upgrade', 'disabled', 'idle', 'working') AS known_state
+                 'standby', 'binary upgrade', 'disabled', 'idle', 'working', 'failing') AS known_state
   FROM idem.worker_status;
 SELECT count(*) AS rows_from_function FROM idem.worker_status();
 

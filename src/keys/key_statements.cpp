@@ -263,4 +263,90 @@ WHERE r.scope OPERATOR(pg_catalog.=) $1
 RETURNING r.fence
 )sql";
 
+// A worker round whose batch failed (a trigger that raises for one scope's
+// rows, say) goes on scope by scope, so that one scope cannot stop the
+// maintenance of the others (src/worker/worker.cpp). First the scopes that
+// may have work for the stage, in a stable order: for the sweep every scope
+// with a key in flight (a superset: the batch decides what is stale, and on
+// a 1.0 table there is no binding to look at), for the purge those with an
+// outcome past its expiry ($1: now).
+extern const char scopes_to_sweep[] = R"sql(
+SELECT s.scope
+FROM idem.idempotency_request s
+WHERE s.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+GROUP BY s.scope
+ORDER BY s.scope COLLATE pg_catalog."C"
+)sql";
+
+extern const char scopes_to_purge[] = R"sql(
+SELECT d.scope
+FROM idem.idempotency_request d
+WHERE d.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status
+  AND d.expires_at OPERATOR(pg_catalog.<=) $1
+GROUP BY d.scope
+ORDER BY d.scope COLLATE pg_catalog."C"
+)sql";
+
+// Then the stage's statements as above, limited to the scope $4 (the
+// sweeps; the 1.0 sweep leaves $3, the live tokens, unused) or $3 (the purges).
+extern const char sweep_stale_in_scope[] = R"sql(
+SELECT s.ctid, s.bound_session, s.locked_until OPERATOR(pg_catalog.<=) $1
+FROM idem.idempotency_request s
+WHERE s.scope OPERATOR(pg_catalog.=) $4
+  AND s.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+  AND (s.locked_until OPERATOR(pg_catalog.<=) $1
+       OR s.bound_session IS NOT NULL
+          AND s.bound_session OPERATOR(pg_catalog.<>) ALL ($3))
+ORDER BY s.locked_until
+LIMIT $2
+FOR UPDATE SKIP LOCKED
+)sql";
+
+extern const char sweep_stale_10_in_scope[] = R"sql(
+WITH stale AS (
+  SELECT s.ctid AS tid
+  FROM idem.idempotency_request s
+  WHERE s.scope OPERATOR(pg_catalog.=) $4
+    AND s.status OPERATOR(pg_catalog.=) 'processing'::idem.idempotency_status
+    AND s.locked_until OPERATOR(pg_catalog.<=) $1
+  ORDER BY s.locked_until
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+UPDATE idem.idempotency_request AS r
+SET status = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1
+                  THEN 'failed_final'::idem.idempotency_status
+                  ELSE 'failed_retryable'::idem.idempotency_status END,
+    failure_code = CASE WHEN r.expires_at OPERATOR(pg_catalog.<=) $1
+                        THEN 'expired' ELSE 'abandoned' END,
+    failure_message = 'the owner recorded no outcome before its lock expired',
+    locked_until = NULL,
+    finished_at = $1,
+    updated_at = $1
+WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT stale.tid FROM stale))
+)sql";
+
+extern const char purge_expired_in_scope[] = R"sql(
+WITH doomed AS (
+  SELECT d.ctid AS tid
+  FROM idem.idempotency_request d
+  WHERE d.scope OPERATOR(pg_catalog.=) $3
+    AND d.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status
+    AND d.expires_at OPERATOR(pg_catalog.<=) $1
+  ORDER BY d.expires_at
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+DELETE FROM idem.idempotency_request r
+WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed))
+)sql";
+
+extern const char purge_candidates_in_scope[] = R"sql(
+SELECT d.ctid
+FROM idem.idempotency_request d
+WHERE d.scope OPERATOR(pg_catalog.=) $3
+  AND d.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status
+  AND d.expires_at OPERATOR(pg_catalog.<=) $1
+ORDER BY d.expires_at
+LIMIT $2
+)sql";
+
 }  // namespace idem::statement_sql

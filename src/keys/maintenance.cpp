@@ -42,15 +42,18 @@ bool has_delete_triggers(Relation rel) {
 // instead of two. A row updated since the read (a claim took the key over)
 // is another version; the one read is no longer deleted. Triggers, which this
 // path would bypass, send the batch through a plain SQL DELETE instead.
-uint64 purge_batch(SpiSession *session, Datum *params) {
+uint64 purge_batch(SpiSession *session, Datum *params, bool in_scope) {
   RangeVar *name = makeRangeVar(const_cast<char *>("idem"),
                                 const_cast<char *>("idempotency_request"), -1);
   Relation rel = table_openrv(name, RowExclusiveLock);
   if (has_delete_triggers(rel)) {
     table_close(rel, NoLock);
-    return spi_run(session, Statement::purge_expired, params, nullptr);
+    return spi_run(session, in_scope ? Statement::purge_expired_in_scope : Statement::purge_expired,
+                   params, nullptr);
   }
-  uint64 found = spi_run(session, Statement::purge_candidates, params, nullptr);
+  uint64 found = spi_run(
+      session, in_scope ? Statement::purge_candidates_in_scope : Statement::purge_candidates,
+      params, nullptr);
   CommandId command = GetCurrentCommandId(true);
   backend_writes::note();
   uint64 deleted = 0;
@@ -96,8 +99,9 @@ uint64 purge_batch(SpiSession *session, Datum *params) {
 // batch), read the registry with every candidate locked, and mark only the
 // rows still stale then. The row locks keep each row as it was judged until
 // this transaction ends.
-uint64 sweep_bound_batch(SpiSession *session, Datum *params) {
-  uint64 found = spi_run(session, Statement::sweep_stale, params, nullptr);
+uint64 sweep_bound_batch(SpiSession *session, Datum *params, bool in_scope) {
+  uint64 found = spi_run(session, in_scope ? Statement::sweep_stale_in_scope : Statement::sweep_stale,
+                         params, nullptr);
   if (found == 0) return 0;
   Datum *stale = static_cast<Datum *>(palloc(sizeof(Datum) * found));
   ItemPointerData *tids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * found));
@@ -146,11 +150,39 @@ uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 lim
   Datum params[3] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit),
                      statement == Statement::sweep_stale ? session_binding::live_tokens_array()
                                                          : Datum(0)};
-  if (statement == Statement::purge_expired) return purge_batch(session, params);
+  if (statement == Statement::purge_expired) return purge_batch(session, params, false);
   if (is_message_purge(statement)) return run_message_purge_batch(session, statement, params);
   bool has_binding = catalog_cache::key_table_has_binding();
-  if (statement == Statement::sweep_stale && has_binding) return sweep_bound_batch(session, params);
+  if (statement == Statement::sweep_stale && has_binding)
+    return sweep_bound_batch(session, params, false);
   return spi_run(session, for_key_table(statement, has_binding), params, nullptr);
+}
+
+uint64 run_maintenance_batch_in_scope(SpiSession *session, Statement statement, int32 limit,
+                                      const char *scope) {
+  Assert(statement == Statement::sweep_stale || statement == Statement::purge_expired);
+  require_writable(statement);
+  Datum now = TimestampTzGetDatum(GetCurrentTimestamp());
+  Datum name = CStringGetTextDatum(scope);
+  if (statement == Statement::purge_expired) {
+    Datum params[3] = {now, Int32GetDatum(limit), name};
+    return purge_batch(session, params, true);
+  }
+  Datum params[4] = {now, Int32GetDatum(limit), session_binding::live_tokens_array(), name};
+  if (catalog_cache::key_table_has_binding()) return sweep_bound_batch(session, params, true);
+  return spi_run(session, Statement::sweep_stale_10_in_scope, params, nullptr);
+}
+
+uint64 scopes_with_work(SpiSession *session, Statement statement, char ***scopes) {
+  Datum now = TimestampTzGetDatum(GetCurrentTimestamp());
+  uint64 found = spi_run(session, statement == Statement::sweep_stale ? Statement::scopes_to_sweep
+                                                                       : Statement::scopes_to_purge,
+                         &now, nullptr);
+  // In the caller's context, as spi_copy_text's copies: SPI frees its own at spi_finish.
+  *scopes = static_cast<char **>(
+      MemoryContextAlloc(session->caller_context, sizeof(char *) * (found == 0 ? 1 : found)));
+  for (uint64 i = 0; i < found; ++i) (*scopes)[i] = spi_copy_text(session, i, 1);
+  return found;
 }
 
 void count_maintenance_rows(Statement statement, uint64 rows) {

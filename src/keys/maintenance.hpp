@@ -14,6 +14,17 @@ namespace idem {
 // backlog is done (for now). May raise an error.
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit);
 
+// The same, for the keys of one scope only: how a worker round goes on when
+// a batch over all scopes failed (worker.cpp). Only the key stages
+// (Statement::sweep_stale, Statement::purge_expired) have this form.
+uint64 run_maintenance_batch_in_scope(SpiSession *session, Statement statement, int32 limit,
+                                      const char *scope);
+
+// The scopes that may have work for a key stage, for the scope-by-scope
+// round: their count, and *scopes (allocated in the session's caller
+// context, valid after spi_finish) set to their names.
+uint64 scopes_with_work(SpiSession *session, Statement statement, char ***scopes);
+
 // Counts `rows` a maintenance statement changed in idem.stats, under the
 // statement's counter (rows_swept, rows_purged, messages_purged,
 // events_purged): every caller that drives maintenance counts through here.

@@ -54,12 +54,14 @@ enum class Counter {
   // what the worker and idem.run_maintenance() purged besides keys (1.2)
   messages_purged,  // consumed inbox messages past their retention
   events_purged,    // published outbox events past idem.outbox_retention
+  // worker rounds that failed, in all or for some scopes (1.2; worker.cpp)
+  failed_rounds,
 };
 // The columns after the claim kinds follow them without a gap.
 static_assert(static_cast<int>(Counter::request_mismatches) ==
                   static_cast<int>(ClaimKind::final_failure) + 1,
               "idem.stats columns: the claim kinds come first, in ClaimKind order");
-inline constexpr int counter_count = static_cast<int>(Counter::events_purged) + 1;
+inline constexpr int counter_count = static_cast<int>(Counter::failed_rounds) + 1;
 // How many counters each version's idem.stats_counters() returns: every
 // version keeps the columns of the one before and adds its own after them.
 inline constexpr int counters_of_1_0 = static_cast<int>(Counter::worker_rounds) + 1;

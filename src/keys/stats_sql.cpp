@@ -11,7 +11,8 @@ namespace {
 // Columns of idem.stats_counters(): datid, the counters, last_worker_round,
 // stats_reset. A database whose schema is older than the library (the new
 // library installed, ALTER EXTENSION UPDATE not yet run) declares fewer
-// counters: it gets its version's, the first ones in the same order.
+// counters: it gets its version's, the first ones in the same order (1.0's
+// 15, 1.1's 26; 1.2 has 29, the last of them failed_rounds).
 constexpr int columns_around_counters = 3;
 constexpr int stats_columns = columns_around_counters + stats::counter_count;
 constexpr int known_counter_counts[] = {stats::counters_of_1_0, stats::counters_of_1_1,

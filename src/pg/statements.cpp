@@ -79,6 +79,14 @@ constexpr StatementSpec specs[] = {
     {Statement::owner_load, SPI_OK_SELECT, 1, {OIDOID}},
     {Statement::outbox_lease_11, SPI_OK_UPDATE_RETURNING, 4,
      {TIMESTAMPTZOID, INTERVALOID, TEXTARRAYOID, INT4OID}},
+    {Statement::scopes_to_sweep, SPI_OK_SELECT, 0, {}},
+    {Statement::scopes_to_purge, SPI_OK_SELECT, 1, {TIMESTAMPTZOID}},
+    {Statement::sweep_stale_in_scope, SPI_OK_SELECT, 4,
+     {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID, TEXTOID}},
+    {Statement::sweep_stale_10_in_scope, SPI_OK_UPDATE, 4,
+     {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID, TEXTOID}},
+    {Statement::purge_expired_in_scope, SPI_OK_DELETE, 3, {TIMESTAMPTZOID, INT4OID, TEXTOID}},
+    {Statement::purge_candidates_in_scope, SPI_OK_SELECT, 3, {TIMESTAMPTZOID, INT4OID, TEXTOID}},
 };
 #undef CLAIM_PARAMS
 

@@ -45,6 +45,12 @@ extern const char stored_answer[];
 extern const char release_key[];
 extern const char owner_load[];
 extern const char outbox_lease_11[];
+extern const char scopes_to_sweep[];
+extern const char scopes_to_purge[];
+extern const char sweep_stale_in_scope[];
+extern const char sweep_stale_10_in_scope[];
+extern const char purge_expired_in_scope[];
+extern const char purge_candidates_in_scope[];
 }  // namespace statement_sql
 
 const StatementText statement_texts[statement_count] = {
@@ -86,6 +92,15 @@ const StatementText statement_texts[statement_count] = {
     {Statement::release_key, "release_key", statement_sql::release_key},
     {Statement::owner_load, "owner_load", statement_sql::owner_load},
     {Statement::outbox_lease_11, "outbox_lease_11", statement_sql::outbox_lease_11},
+    {Statement::scopes_to_sweep, "scopes_to_sweep", statement_sql::scopes_to_sweep},
+    {Statement::scopes_to_purge, "scopes_to_purge", statement_sql::scopes_to_purge},
+    {Statement::sweep_stale_in_scope, "sweep_stale_in_scope", statement_sql::sweep_stale_in_scope},
+    {Statement::sweep_stale_10_in_scope, "sweep_stale_10_in_scope",
+     statement_sql::sweep_stale_10_in_scope},
+    {Statement::purge_expired_in_scope, "purge_expired_in_scope",
+     statement_sql::purge_expired_in_scope},
+    {Statement::purge_candidates_in_scope, "purge_candidates_in_scope",
+     statement_sql::purge_candidates_in_scope},
 };
 
 }  // namespace idem

@@ -58,9 +58,18 @@ enum class Statement {
   // scopes owned by roles (src/policy/scope_owner.cpp)
   owner_load,              // every row of idem.scope_owner and the table's owner
   outbox_lease_11,         // outbox_lease for a schema still at 1.1 (no idem.may_use_scope)
+  // a worker round whose batch failed goes on scope by scope (worker.cpp,
+  // "one scope's failure"): the scopes with work for a stage, and the
+  // stage's statements limited to one scope ($4 for the sweeps, $3 for the purges)
+  scopes_to_sweep,
+  scopes_to_purge,
+  sweep_stale_in_scope,
+  sweep_stale_10_in_scope,
+  purge_expired_in_scope,
+  purge_candidates_in_scope,
 };
 
-constexpr int statement_count = static_cast<int>(Statement::outbox_lease_11) + 1;
+constexpr int statement_count = static_cast<int>(Statement::purge_candidates_in_scope) + 1;
 
 struct StatementText {
   Statement statement;  // its index in statement_texts

@@ -2,10 +2,12 @@
 // in bounded batches, each batch its own short transaction.
 //
 // Error handling: the main loop keeps only trivially destructible locals and
-// catches Postgres errors per round with PG_TRY, so a failed round (a
-// lock_timeout set on the database, a user trigger that raises, a bug) is
-// logged once, rolled back, and retried after the next naptime; the process
-// lives on and never turns an error into a restart loop. C++ exceptions from
+// catches Postgres errors per batch (contain) and per round with PG_TRY, so
+// a failed batch (a lock_timeout set on the database, a user trigger that
+// raises, a bug) is logged, rolled back, and the round goes on without it
+// (see "One scope's failure" below); the round is reported as failed and
+// retried after the next naptime; the process lives on and never turns an
+// error into a restart loop. C++ exceptions from
 // the shared batch code are turned into Postgres errors by run_guarded inside
 // that PG_TRY. SIGTERM (die) and postmaster death end the process directly.
 // SIGINT (pg_cancel_backend) cancels the batch of a round under way, an
@@ -22,6 +24,8 @@
 extern "C" {
 #include "access/xlog.h"
 #include "commands/extension.h"
+#include "mb/pg_wchar.h"
+#include "nodes/pg_list.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -180,25 +184,148 @@ void log_transition(WorkerState from, WorkerState to) {
   }
 }
 
-// One batch in its own transaction. Returns the rows changed, or -1 when the
-// extension is gone (dropped since the round began).
-int64 run_batch_transaction(Statement statement, int32 limit, const char *activity) {
+// One scope's failure: a round whose batch fails (a trigger that raises for
+// one scope's rows, a completer's owner's object that a statement meets)
+// must not stop the maintenance of every other scope, round after round.
+// So a batch's error is contained where it happens (contain): logged,
+// rolled back, and noted as the round's failure (round_failure). A key stage
+// (the sweep, the key purge) then goes on scope by scope, each scope's
+// batches in their own transactions, and a scope whose batch fails is
+// skipped for the rest of the round (failed_scopes); another stage, or a
+// failure no scope can be blamed for, gives up that stage for this round
+// and the round goes on with the next. A round with a failure is reported
+// as failing (worker_status.hpp: state, error, since when, how many) and
+// counted in idem.stats' failed_rounds; it does not count as a round done.
+// Statics: they survive the longjmp out of a PG_TRY.
+bool round_failed;
+RoundError round_failure;
+List *failed_scopes;                    // char *, in round_memory
+MemoryContext round_memory = nullptr;   // the round's: survives its transactions
+
+bool scope_failed(const char *scope) {
+  ListCell *cell;
+  foreach (cell, failed_scopes)
+    if (strcmp(static_cast<const char *>(lfirst(cell)), scope) == 0) return true;
+  return false;
+}
+
+// Copies text into a fixed buffer, cut at a character boundary.
+void copy_clipped(char *buffer, size_t size, const char *text) {
+  int length = pg_mbcliplen(text, static_cast<int>(strlen(text)), static_cast<int>(size) - 1);
+  memcpy(buffer, text, static_cast<size_t>(length));
+  buffer[length] = '\0';
+}
+
+// The error just caught (already reported) becomes the round's failure;
+// scope, when not null, is skipped for the rest of the round.
+void note_round_failure(const ErrorData *error, const char *scope) {
+  round_failed = true;
+  memset(&round_failure, 0, sizeof round_failure);
+  memcpy(round_failure.sqlstate, unpack_sql_state(error->sqlerrcode), 5);
+  copy_clipped(round_failure.message, sizeof round_failure.message,
+               error->message != nullptr ? error->message : "");
+  if (scope == nullptr) return;
+  copy_clipped(round_failure.scope, sizeof round_failure.scope, scope);
+  MemoryContext previous = MemoryContextSwitchTo(round_memory);
+  failed_scopes = lappend(failed_scopes, pstrdup(scope));
+  MemoryContextSwitchTo(previous);
+  ereport(LOG, (errmsg("idem worker for database \"%s\": scope \"%s\" is skipped for the "
+                       "rest of the round: its batch failed with SQLSTATE %s",
+                       my_database, scope, round_failure.sqlstate),
+                errhint("The round goes on with the other scopes; idem.worker_status shows the "
+                        "error until a round succeeds.")));
+}
+
+// Runs step(argument), a unit of the round that runs its own transactions,
+// containing its error: reported (with the round's CONTEXT line), the
+// transaction rolled back, and the error noted against scope (or the round).
+// False when it failed.
+bool contain(void (*step)(void *), void *argument, const char *scope) {
+  static bool succeeded;
+  succeeded = false;
+  MemoryContext context = CurrentMemoryContext;
+  PG_TRY();
+  {
+    step(argument);
+    succeeded = true;
+  }
+  PG_CATCH();
+  {
+    HOLD_INTERRUPTS();
+    MemoryContextSwitchTo(round_memory);
+    ErrorData *error = CopyErrorData();
+    EmitErrorReport();
+    AbortCurrentTransaction();
+    FlushErrorState();
+    note_round_failure(error, scope);
+    FreeErrorData(error);
+    RESUME_INTERRUPTS();
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+  return succeeded;
+}
+
+// One batch in its own transaction, of every scope (scope null) or of one.
+// Sets rows to the rows changed, or -1 when the extension is gone (dropped
+// since the round began).
+struct BatchRun {
+  Statement statement;
+  int32 limit;
+  const char *activity;
+  const char *scope;
+  int64 rows;
+};
+
+void run_batch_transaction(void *argument) {
+  BatchRun *batch = static_cast<BatchRun *>(argument);
   SetCurrentStatementStartTimestamp();
   StartTransactionCommand();
   PushActiveSnapshot(GetTransactionSnapshot());
-  pgstat_report_activity(STATE_RUNNING, activity);
-  int64 rows = -1;
+  pgstat_report_activity(STATE_RUNNING, batch->activity);
+  batch->rows = -1;
   if (extension_installed_in_transaction())
-    rows = DatumGetInt64(run_guarded([statement, limit]() -> Datum {
+    batch->rows = DatumGetInt64(run_guarded([batch]() -> Datum {
       SpiSession session;
       spi_connect(&session);
-      uint64 changed = run_maintenance_batch(&session, statement, limit);
+      uint64 changed =
+          batch->scope == nullptr
+              ? run_maintenance_batch(&session, batch->statement, batch->limit)
+              : run_maintenance_batch_in_scope(&session, batch->statement, batch->limit,
+                                               batch->scope);
       spi_finish(&session);
       return Int64GetDatum(static_cast<int64>(changed));
     }));
   PopActiveSnapshot();
   CommitTransactionCommand();
-  return rows;
+}
+
+// The scopes that may have work for a key stage, read in a transaction of
+// their own into the round's memory; count -1 when the extension is gone.
+struct ScopeList {
+  Statement statement;
+  char **scopes;
+  int64 count;
+};
+
+void list_scopes_transaction(void *argument) {
+  ScopeList *list = static_cast<ScopeList *>(argument);
+  SetCurrentStatementStartTimestamp();
+  StartTransactionCommand();
+  PushActiveSnapshot(GetTransactionSnapshot());
+  list->count = -1;
+  if (extension_installed_in_transaction())
+    list->count = DatumGetInt64(run_guarded([list]() -> Datum {
+      MemoryContext previous = MemoryContextSwitchTo(round_memory);
+      SpiSession session;
+      spi_connect(&session);  // copies go to the round's memory
+      uint64 found = scopes_with_work(&session, list->statement, &list->scopes);
+      spi_finish(&session);
+      MemoryContextSwitchTo(previous);
+      return Int64GetDatum(static_cast<int64>(found));
+    }));
+  PopActiveSnapshot();
+  CommitTransactionCommand();
 }
 
 // After a full batch the worker pauses, for a length that follows the
@@ -242,24 +369,58 @@ void count_batch(Statement statement, uint64 rows) {
   record_round_progress(my_index, round_totals.swept, round_totals.purged);
 }
 
-// Batch after batch while batches come back full, yielding to SIGTERM (and
-// to a reload that disables the worker) between two batches. Flat out there
-// is no latch wait between batches, so postmaster death is looked for here
-// too. Returns false when the round must stop: the extension vanished or
-// the worker was disabled.
-bool drain(Statement statement, const char *activity) {
+enum class Drained { done, failed, stop };
+
+// Batch after batch (of every scope, or of one) while batches come back
+// full, yielding to SIGTERM (and to a reload that disables the worker)
+// between two batches. Flat out there is no latch wait between batches, so
+// postmaster death is looked for here too. stop: the round must stop (the
+// extension vanished or the worker was disabled); failed: a batch failed
+// (contained and noted).
+Drained drain_batches(Statement statement, const char *activity, const char *scope) {
   for (int full_in_a_row = 1;; full_in_a_row += full_in_a_row < INT_MAX ? 1 : 0) {
-    int32 limit = worker_settings.batch_size;
-    int64 rows = run_batch_transaction(statement, limit, activity);
-    if (rows < 0) return false;
-    count_batch(statement, static_cast<uint64>(rows));
-    if (rows < limit) return true;
+    BatchRun batch = {statement, worker_settings.batch_size, activity, scope, -1};
+    if (!contain(run_batch_transaction, &batch, scope)) return Drained::failed;
+    if (batch.rows < 0) return Drained::stop;
+    count_batch(statement, static_cast<uint64>(batch.rows));
+    if (batch.rows < batch.limit) return Drained::done;
     pause_after_full_batch(full_in_a_row);
     if (!PostmasterIsAlive()) proc_exit(1);
     CHECK_FOR_INTERRUPTS();
     reload_settings_if_requested();
-    if (!worker_settings.enabled) return false;
+    if (!worker_settings.enabled) return Drained::stop;
   }
+}
+
+// A key stage one scope at a time, leaving out the scopes that failed in
+// this round; a scope whose batch fails joins them.
+bool drain_scope_by_scope(Statement statement, const char *activity) {
+  ScopeList list = {statement, nullptr, -1};
+  if (!contain(list_scopes_transaction, &list, nullptr)) return true;  // the stage is given up
+  if (list.count < 0) return false;
+  for (int64 i = 0; i < list.count; ++i) {
+    if (scope_failed(list.scopes[i])) continue;
+    if (drain_batches(statement, activity, list.scopes[i]) == Drained::stop) return false;
+  }
+  return true;
+}
+
+// One stage of the round. Returns false when the round must stop.
+bool drain(Statement statement, const char *activity) {
+  bool key_stage = statement == Statement::sweep_stale || statement == Statement::purge_expired;
+  if (key_stage && failed_scopes != NIL) return drain_scope_by_scope(statement, activity);
+  switch (drain_batches(statement, activity, nullptr)) {
+    case Drained::done:
+      return true;
+    case Drained::stop:
+      return false;
+    case Drained::failed:
+      // The inbox's and the outbox's purges run SQL functions over tables
+      // without scopes of their own to split by: the stage waits for the
+      // next round, and the round goes on.
+      return key_stage ? drain_scope_by_scope(statement, activity) : true;
+  }
+  return true;
 }
 
 // Keys past max_attempts, then at most idem.batch_size completers, logged
@@ -285,11 +446,16 @@ void round_error_context(void *) {
   errcontext("idem worker round in database \"%s\"", my_database);
 }
 
+void run_policy_step_contained(void *) { run_policy_step(); }
+
 void run_round() {
   TimestampTz start = GetCurrentTimestamp();
   record_round_start(my_index, start);
   round_totals = RoundTotals{0, 0, 0, 0, 0};
   MemoryContext round_context = CurrentMemoryContext;
+  round_memory = round_context;
+  round_failed = false;
+  failed_scopes = NIL;
   ErrorContextCallback error_context;
   error_context.callback = round_error_context;
   error_context.arg = nullptr;
@@ -298,7 +464,9 @@ void run_round() {
   PG_TRY();
   {
     if (drain(Statement::sweep_stale, "idem: sweeping stale keys")) {
-      run_policy_step();  // max_attempts and the completers (completer.hpp)
+      // max_attempts and the completers (completer.hpp); a failure there
+      // leaves the purges to run
+      (void)contain(run_policy_step_contained, nullptr, nullptr);
       if (drain(Statement::purge_expired, "idem: purging expired keys"))
         // inbox: consumed messages and published events (message_maintenance.hpp)
         for (Statement purge : message_purges)
@@ -308,12 +476,16 @@ void run_round() {
   }
   PG_CATCH();
   {
-    // Report, roll back, and keep the process: the next round retries.
+    // What no stage contained (a cancel during a pause, say): report, roll
+    // back, and keep the process; the round failed, the next one retries.
     HOLD_INTERRUPTS();
     MemoryContextSwitchTo(round_context);
+    ErrorData *error = CopyErrorData();
     EmitErrorReport();
     AbortCurrentTransaction();
     FlushErrorState();
+    note_round_failure(error, nullptr);
+    FreeErrorData(error);
     RESUME_INTERRUPTS();
   }
   PG_END_TRY();
@@ -321,7 +493,10 @@ void run_round() {
   MemoryContextSwitchTo(round_context);
 
   TimestampTz end = GetCurrentTimestamp();
-  record_round_end(my_index, end, round_totals.swept, round_totals.purged);
+  if (round_failed)
+    record_round_failure(my_index, round_totals.swept, round_totals.purged, round_failure);
+  else
+    record_round_end(my_index, end, round_totals.swept, round_totals.purged);
   if (round_totals.swept != 0 || round_totals.purged != 0) {
     double elapsed_ms = static_cast<double>(end - start) / 1000.0;
     ereport(LOG, (errmsg("idem worker for database \"%s\": swept " UINT64_FORMAT
@@ -330,6 +505,12 @@ void run_round() {
                          my_database, round_totals.swept, round_totals.purged, elapsed_ms,
                          round_totals.batches, round_totals.pauses)));
   }
+  if (round_failed)
+    ereport(LOG, (errmsg("idem worker for database \"%s\": the round failed (%d scopes skipped); "
+                         "the next round retries after idem.naptime",
+                         my_database, list_length(failed_scopes)),
+                  errdetail("The last error: SQLSTATE %s: %s", round_failure.sqlstate,
+                            round_failure.message)));
   if (round_totals.messages != 0)
     ereport(LOG, (errmsg("idem worker for database \"%s\": purged " UINT64_FORMAT
                          " consumed messages and published outbox events (%d batches, %d "
@@ -338,8 +519,12 @@ void run_round() {
                          round_totals.pauses)));
   // The one place a worker round is counted (its rows were, batch by batch,
   // in count_batch through count_maintenance_rows, as every caller of the
-  // maintenance statements counts them).
-  stats::count_worker_round(end);
+  // maintenance statements counts them): a failed one apart, so that
+  // worker_rounds and last_worker_round stand for rounds done.
+  if (round_failed)
+    stats::count(stats::Counter::failed_rounds);
+  else
+    stats::count_worker_round(end);
   pgstat_report_stat(true);
 }
 
@@ -383,6 +568,11 @@ void worker_main(Datum argument) {
       TimestampTz now = GetCurrentTimestamp();
       wait_ms = due > now ? static_cast<long>((due - now + 999) / 1000) : 0;
     }
+    // A reload that turns the worker off (or on again) ends the wait at
+    // once: the state follows the setting, not the next round's time.
+    if ((state == WorkerState::idle && !worker_settings.enabled) ||
+        (state == WorkerState::disabled && worker_settings.enabled))
+      wait_ms = 0;
     if (wait_ms > 0) {
       (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
                       PG_WAIT_EXTENSION);

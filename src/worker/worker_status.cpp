@@ -32,15 +32,19 @@ NameData configured_databases[max_worker_databases];
 int configured_count = 0;
 
 // database, pid, state, last_round_start, last_round_end, last_round_swept,
-// last_round_purged, total_rounds.
-constexpr int worker_status_columns = 8;
+// last_round_purged, total_rounds; then (1.2) failed_rounds, failing_since,
+// last_error, last_error_sqlstate, last_error_scope. A schema older than the
+// library (1.0's and 1.1's declaration, before ALTER EXTENSION UPDATE) gets
+// the first eight.
+constexpr int worker_status_columns_1_0 = 8;
+constexpr int worker_status_columns = 13;
 
 const char *const state_names[] = {
     "stopped", "starting", "waiting for database", "waiting for extension", "standby",
-    "binary upgrade", "disabled", "idle", "working",
+    "binary upgrade", "disabled", "idle", "working", "failing",
 };
 static_assert(sizeof state_names / sizeof state_names[0] ==
-                  static_cast<size_t>(WorkerState::working) + 1,
+                  static_cast<size_t>(WorkerState::failing) + 1,
               "one name per WorkerState");
 
 WorkerEntry &entry_at(int index) {
@@ -143,6 +147,19 @@ void record_round_end(int index, TimestampTz end, uint64 swept, uint64 purged) {
   entry.report.last_round_swept = swept;
   entry.report.last_round_purged = purged;
   entry.report.total_rounds += 1;
+  entry.report.failing_since = 0;
+  SpinLockRelease(&entry.mutex);
+}
+
+void record_round_failure(int index, uint64 swept, uint64 purged, const RoundError &error) {
+  WorkerEntry &entry = entry_at(index);
+  SpinLockAcquire(&entry.mutex);
+  entry.report.state = WorkerState::failing;
+  entry.report.last_round_swept = swept;
+  entry.report.last_round_purged = purged;
+  entry.report.failed_rounds += 1;
+  if (entry.report.failing_since == 0) entry.report.failing_since = entry.report.last_round_start;
+  entry.report.last_error = error;
   SpinLockRelease(&entry.mutex);
 }
 
@@ -161,18 +178,20 @@ Datum worker_status(FunctionCallInfo fcinfo) {
                             "yourself (pg_cron).")));
   InitMaterializedSRF(fcinfo, 0);
   ReturnSetInfo *result = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-  if (result->setDesc->natts != worker_status_columns) {
+  int columns = result->setDesc->natts;
+  if (columns != worker_status_columns && columns != worker_status_columns_1_0) {
     ereport(ERROR, (errcode_of(sqlstate::internal),
                     errmsg("idem.worker_status() is declared with the wrong columns"),
-                    errdetail("it returns %d columns; the library fills %d",
-                              result->setDesc->natts, worker_status_columns),
+                    errdetail("it returns %d columns; the library fills %d or %d",
+                              result->setDesc->natts, worker_status_columns_1_0,
+                              worker_status_columns),
                     errhint("Reinstall the extension: the library and its SQL script disagree.")));
   }
   for (int i = 0; i < worker_database_count(); ++i) {
     WorkerReport report;
     read_worker_report(i, &report);
     Datum values[worker_status_columns];
-    bool nulls[worker_status_columns] = {false, false, false, false, false, false, false, false};
+    bool nulls[worker_status_columns] = {};
     values[0] = NameGetDatum(&report.database);
     values[1] = Int32GetDatum(report.pid);
     nulls[1] = report.pid == 0;
@@ -187,6 +206,17 @@ Datum worker_status(FunctionCallInfo fcinfo) {
     // NULL before the first round begins; from then on the round under
     // way's totals so far, or the last completed round's.
     nulls[5] = nulls[6] = report.last_round_start == 0;
+    values[8] = Int64GetDatum(static_cast<int64>(report.failed_rounds));
+    values[9] = TimestampTzGetDatum(report.failing_since);
+    nulls[9] = report.failing_since == 0;
+    // The last failed round's error, NULL before any round failed.
+    const RoundError &error = report.last_error;
+    bool no_error = error.sqlstate[0] == '\0';
+    values[10] = no_error ? Datum(0) : CStringGetTextDatum(error.message);
+    values[11] = no_error ? Datum(0) : CStringGetTextDatum(error.sqlstate);
+    values[12] = error.scope[0] == '\0' ? Datum(0) : CStringGetTextDatum(error.scope);
+    nulls[10] = nulls[11] = no_error;
+    nulls[12] = error.scope[0] == '\0';
     tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
   }
   return static_cast<Datum>(0);

@@ -19,6 +19,16 @@ enum class WorkerState : int32 {
   disabled,               // idem.worker_enabled = off
   idle,                   // between two rounds
   working,                // in a round
+  failing,                // between two rounds, the last of which failed (RoundError)
+};
+
+// Why a round failed: the error of one of its batches (the last one, when
+// several failed), cut to fit shared memory. scope is empty when the failure
+// was not one scope's (the round could not go on scope by scope).
+struct RoundError {
+  char sqlstate[6];
+  char message[256];
+  char scope[128];
 };
 
 // One database's entry, as copied out of shared memory.
@@ -33,8 +43,13 @@ struct WorkerReport {
   // completed round did.
   uint64 last_round_swept;
   uint64 last_round_purged;
-  uint64 total_rounds;
+  uint64 total_rounds;    // rounds that ended without an error
   TimestampTz last_exit;  // when its last worker process ended; 0 if none did
+  // Rounds that failed, in all or for some scopes (worker.cpp, "one scope's
+  // failure"). A failed round moves neither last_round_end nor total_rounds.
+  uint64 failed_rounds;
+  TimestampTz failing_since;  // the start of the first of the failed rounds in a row; 0: none
+  RoundError last_error;      // the last failed round's; kept when the rounds succeed again
 };
 IDEM_LONGJMP_SAFE(WorkerReport);
 
@@ -61,6 +76,9 @@ void set_worker_state(int index, WorkerState state);
 void record_round_start(int index, TimestampTz start);
 // After each batch of the round under way: its totals so far.
 void record_round_progress(int index, uint64 swept, uint64 purged);
+// A round that ended without an error: state idle, failing_since cleared.
 void record_round_end(int index, TimestampTz end, uint64 swept, uint64 purged);
+// A round that failed (error): state failing; last_round_end stays.
+void record_round_failure(int index, uint64 swept, uint64 purged, const RoundError &error);
 
 }  // namespace idem

@@ -215,7 +215,9 @@ for series in 'idem_claims_total{datname="app",kind="new_claim"}' \
     'idem_keys_stuck{datname="app",scope="pay"}' 'idem_keys_expired_unpurged{datname="app",scope="pay"}' \
     'idem_outbox_dead{datname="app"}' 'idem_outbox_oldest_pending_age_seconds{datname="app"}' \
     'idem_settings_lock_timeout_max_seconds{datname="app"}' \
-    'idem_stats_messages_purged_total{datname="app"}' 'idem_stats_events_purged_total{datname="app"}'; do
+    'idem_stats_messages_purged_total{datname="app"}' 'idem_stats_events_purged_total{datname="app"}' \
+    'idem_stats_failed_rounds_total{datname="app"}' 'idem_worker_failed_rounds_total{datname="app"}' \
+    'idem_worker_failing_since_seconds{datname="app"}'; do
   if eventually 30 has_series "$series"; then ok "series $series"; else not_ok "no series $series"; fi
 done
 # The exporter's own labels are gone from idem_*, the row's stay.
@@ -309,5 +311,33 @@ grep -qx IdemOutboxDeadEvents <<<"$left" && ok "IdemOutboxDeadEvents stays (dead
 grep -qx 'IdemWorkerNotRunning bare firing' <<<"$alerts" &&
   ok "IdemWorkerNotRunning fires for bare (waiting for extension)" ||
   not_ok "IdemWorkerNotRunning does not fire for bare: $(api query 'idem_worker_state{datname="bare"}')"
+
+# Failed rounds: a trigger raising for scope "evil"'s rows, standing for a
+# tenant's (created by the superuser here), makes every round fail for that
+# scope. IdemWorkerRoundsFailing fires, the exported counts move; dropped,
+# the rounds succeed and the alert clears.
+sql <<'SQL' >"$work/failing.log" 2>&1 || { not_ok "making the rounds fail"; cat "$work/failing.log"; }
+CREATE FUNCTION public.refuse_evil() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = 'TN001'; END $$;
+CREATE TRIGGER refuse_evil BEFORE UPDATE OR DELETE ON idem.idempotency_request
+  FOR EACH ROW WHEN (OLD.scope = 'evil') EXECUTE FUNCTION public.refuse_evil();
+SELECT kind FROM idem.claim_idempotency_key('evil', 'z', 'h');
+SQL
+failing_fires() { api alerts 2>/dev/null | grep -qx 'IdemWorkerRoundsFailing app firing'; }
+if eventually 120 failing_fires; then
+  ok "IdemWorkerRoundsFailing fires while the rounds fail for one scope"
+else
+  not_ok "IdemWorkerRoundsFailing does not fire: $(api query 'idem_worker_failing_since_seconds')"
+fi
+counted() {
+  [ "$(api query 'idem_worker_failed_rounds_total{datname="app"} > 0' | wc -l)" = 1 ] &&
+    [ "$(api query 'idem_stats_failed_rounds_total{datname="app"} > 0' | wc -l)" = 1 ]
+}
+eventually 30 counted && ok "idem_worker_failed_rounds_total and idem_stats_failed_rounds_total count them" ||
+  not_ok "failed rounds not exported: $(api query 'idem_worker_failed_rounds_total')"
+sql -c "DROP TRIGGER refuse_evil ON idem.idempotency_request" >/dev/null
+failing_clears() { ! api alerts 2>/dev/null | grep -q '^IdemWorkerRoundsFailing app ' && api alerts >/dev/null 2>&1; }
+eventually 120 failing_clears && ok "IdemWorkerRoundsFailing clears once a round succeeds" ||
+  not_ok "IdemWorkerRoundsFailing still active: $(api alerts | grep IdemWorkerRoundsFailing)"
 
 finish

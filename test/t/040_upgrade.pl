@@ -392,13 +392,24 @@ my $stats_sql = q{SELECT count(*) || ' ' || (SELECT count(*) FROM pg_attribute
                     WHERE attrelid = 'idem.stats'::regclass AND attnum > 0)
                   FROM idem.stats WHERE datname = current_database()};
 is(sql('stepwise', $stats_sql), '1 19', 'a 1.0 schema reads its 19 columns of idem.stats from the 1.2 library');
+# The same for idem.worker_status: 1.0's and 1.1's eight columns.
+my $status_sql = q{SELECT count(*) || ' ' || (SELECT count(*) FROM pg_attribute
+                     WHERE attrelid = 'idem.worker_status'::regclass AND attnum > 0)
+                   FROM idem.worker_status};
+like(sql('stepwise', $status_sql), qr/^[1-9][0-9]* 8$/,
+	'a 1.0 schema reads its 8 columns of idem.worker_status from the 1.2 library');
 update_idem('stepwise');
 # From a 1.1 install, the one update of 1.2.
 create_database('from_1_1');
 sql('from_1_1', q{CREATE EXTENSION idem VERSION '1.1'});
 is(sql('from_1_1', $stats_sql), '1 30', 'a 1.1 schema reads its 30 columns of idem.stats from the 1.2 library');
+like(sql('from_1_1', $status_sql), qr/^[1-9][0-9]* 8$/,
+	'a 1.1 schema reads its 8 columns of idem.worker_status from the 1.2 library');
 sql('from_1_1', 'ALTER EXTENSION idem UPDATE');
-is(sql('from_1_1', $stats_sql), '1 32', 'after the update, 32 with messages_purged and events_purged');
+is(sql('from_1_1', $stats_sql), '1 33',
+	'after the update, 33 with messages_purged, events_purged and failed_rounds');
+like(sql('from_1_1', $status_sql), qr/^[1-9][0-9]* 13$/,
+	'and idem.worker_status 13, with failed_rounds, failing_since and the last error');
 is(sql('from_1_1', q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.2',
 	'from_1_1: idem updated from 1.1 to 1.2');
 my %schema;
