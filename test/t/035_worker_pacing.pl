@@ -2,8 +2,7 @@
 # (the first full batch in a row idem.batch_delay, each further one half as
 # long, none from the fifth on; 036 covers the large backlog), so a round of
 # n >= 4 full batches lasts at least the 4 pauses; a reload to 0 ends the
-# pause under way and lets the rest go flat out, and a reload that turns the
-# worker off or SIGTERM ends a pause at once.
+# pause under way and lets the rest go flat out, and SIGTERM ends a pause at once.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -72,30 +71,6 @@ set_and_reload('idem.batch_delay', 0);
 ok( wait_for_log_match($node, qr/purged 1000 expired keys in [0-9.]+ ms \(14 batches, 1 pauses\)/, $log_offset),
 	'the reload ended that pause, and the round finished with no other');
 is(rows_left('reloaded'), '0', 'nothing of it is left');
-
-# --- A reload that turns the worker off in the middle of a long pause ends
-# the pause, and the round, at once (issue 41): the worker goes idle without
-# waiting out its minute and purges nothing more. As above, the backlog
-# comes only once the worker has applied the minute's delay.
-set_and_reload('idem.batch_delay', '1min');
-ok(wait_for_round_ends($node, 'postgres', 2), 'a round began after the reload');
-add_expired('disabled', 1000);
-ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) = 900 FROM idem.idempotency_request WHERE scope = 'disabled'}),
-	'one batch purged, then a pause of a minute');
-$log_offset = -s $node->logfile;
-my $disabled_at = time;
-set_and_reload('idem.worker_enabled', 'off');
-ok( wait_for_log_match($node, qr/idem worker for database "postgres" is idle: idem\.worker_enabled is off/,
-		$log_offset),
-	'turned off by a reload, the pausing worker went idle');
-my $idle_after = time - $disabled_at;
-# Its pause of a minute began before the 900 rows showed: waited out, the
-# worker would go idle close to a minute after the reload.
-cmp_ok($idle_after, '<', 30, sprintf('without waiting out its pause (%.3f s)', $idle_after));
-is(rows_left('disabled'), '900', 'and the round purged nothing more');
-$node->safe_psql('postgres', q{DELETE FROM idem.idempotency_request WHERE scope = 'disabled'});
-set_and_reload('idem.worker_enabled', 'on');
 
 # --- SIGTERM in the middle of a long pause ends the worker at once. The
 # backlog comes only once the worker has applied the new delay (it reloads
