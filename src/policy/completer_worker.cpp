@@ -15,6 +15,7 @@
 // (the worker's, when the key's lock is long over) and postmaster death end
 // the process directly, as in any backend.
 #include "pg/guard.hpp"
+#include "policy/completer_call.hpp"
 #include "policy/completer_run.hpp"
 
 extern "C" {
@@ -163,6 +164,7 @@ void run_transaction(MemoryContext process_context) {
 void completer_main(Datum argument) {
   pqsignal(SIGTERM, die);
   BackgroundWorkerUnblockSignals();
+  mark_completer_process();  // no maintenance from inside the run
   // Mapped for the life of the process (no resource owner): the worker
   // keeps the segment until this process has stopped.
   dsm_segment *segment = dsm_attach(DatumGetUInt32(argument));
