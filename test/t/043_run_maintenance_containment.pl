@@ -45,6 +45,7 @@ CREATE FUNCTION raise_cancel($args) RETURNS void LANGUAGE plpgsql AS \$\$
 BEGIN
   RAISE EXCEPTION 'x' USING ERRCODE = 'query_canceled';
 END \$\$;
+CREATE FUNCTION shrug($args) RETURNS void LANGUAGE plpgsql AS \$\$ BEGIN END \$\$;
 CREATE FUNCTION sleeper($args) RETURNS void LANGUAGE plpgsql AS \$\$
 BEGIN
   PERFORM pg_sleep(600);
@@ -82,13 +83,14 @@ DO \$\$
 DECLARE f regprocedure;
 BEGIN
   FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-            WHERE p.proname IN ('raise_cancel', 'sleeper', 'obstinate', 'nested')
+            WHERE p.proname IN ('raise_cancel', 'shrug', 'sleeper', 'obstinate', 'nested')
               AND p.pronamespace = 'public'::regnamespace LOOP
     EXECUTE format('ALTER FUNCTION %s OWNER TO tenant_a', f);
   END LOOP;
 END \$\$;
 INSERT INTO idem.scope_policy (scope, completer) VALUES
   ('a/cancel',    'raise_cancel$sig'),
+  ('a/noop',      'shrug$sig'),
   ('a/sleep',     'sleeper$sig'),
   ('a/obstinate', 'obstinate$sig'),
   ('a/nested',    'nested$sig');
@@ -99,11 +101,11 @@ SELECT idem.mark_succeeded('b/pay', 'k', c.fence, 200, '{"card": "b-secret-4242"
 
 # Work for the other stages of the same call: a stale key of scope `x` to
 # sweep and an expired outcome to purge, and an abandoned key of `scope`
-# due for its completer.
+# due for its completer (the only one: every other key but b's goes).
 sub stage_work {
 	my ($scope) = @_;
 	sql(qq{
-DELETE FROM idem.idempotency_request WHERE scope IN ('x', '$scope');
+DELETE FROM idem.idempotency_request WHERE scope <> 'b/pay';
 SELECT idem.claim_idempotency_key('x', 'stale', 'h');
 SELECT idem.mark_succeeded('x', 'old', c.fence, 200) FROM idem.claim_idempotency_key('x', 'old', 'h') c;
 SELECT status FROM idem.force_expire('x', 'old');
@@ -212,7 +214,18 @@ is(sql('SELECT 1'), '1', 'the server goes on');
 sql(q{DELETE FROM idem.scope_policy WHERE scope = 'a/obstinate'; DELETE FROM idem.idempotency_request WHERE scope = 'a/obstinate'});
 
 # ---- (7) a completer that calls idem.run_maintenance() ----
+# A second due key, younger, gives the nested call a key of its own to
+# claim: before 1.2's fix, that claim reset the judged role to the
+# session's, so the completer's later peek was judged as the outer caller.
 stage_work('a/nested');
+sql(q{
+SELECT idem.claim_idempotency_key('a/noop', 'k', 'h');
+UPDATE idem.idempotency_request
+   SET status = 'failed_retryable', failure_code = 'abandoned', failure_message = 'test',
+       locked_until = NULL, finished_at = now() - interval '30 seconds',
+       updated_at = now() - interval '30 seconds'
+ WHERE scope = 'a/noop' AND key = 'k';
+});
 ($ret, $stdout, $stderr) = $node->psql('postgres', 'SELECT idem.run_maintenance()');
 note $stderr;
 unlike($stderr, qr/b-secret-4242/, 'nested maintenance: b\'s stored body is never returned to a\'s completer');
