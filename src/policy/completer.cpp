@@ -106,8 +106,9 @@ bool outcome_recorded(MemoryContext round_context, const Candidate &candidate, i
     if (spi_run(&session, Statement::key_fence_and_status, params, nullptr) == 1) {
       char *status = spi_copy_text(&session, 0, key_status_column);
       bool isnull;
+      char *failure_code = spi_copy_text(&session, 0, key_failure_code_column);
       done = spi_int64(&session, 0, key_fence_column, &isnull) == fence &&
-             strcmp(status, "processing") != 0;
+             outcome_status(status, failure_code);
     }
     spi_finish(&session);
     return BoolGetDatum(done);

@@ -204,6 +204,7 @@ void arm_time_limit() {
 // After the run, returned or raised: a cancel of ours that is still
 // pending must not strike the call's next statement.
 void disarm_time_limit() {
+  if (completer_timeout == MAX_TIMEOUTS) return;  // never armed
   disable_timeout(completer_timeout, false);
   if (completer_over_time) QueryCancelPending = false;
 }
@@ -313,8 +314,9 @@ bool outcome_recorded(SpiSession *session, const Candidate &candidate, int64 fen
   if (spi_run(session, Statement::key_fence_and_status, params, nullptr) == 1) {
     char *status = spi_copy_text(session, 0, key_status_column);
     bool isnull;
+    char *failure_code = spi_copy_text(session, 0, key_failure_code_column);
     done = spi_int64(session, 0, key_fence_column, &isnull) == fence &&
-           strcmp(status, "processing") != 0;
+           outcome_status(status, failure_code);
   }
   if (!done)
     ereport(LOG, (errmsg("idem completer %s recorded no outcome for scope \"%s\", key \"%s\"",

@@ -20,6 +20,16 @@ struct Candidate {
 };
 IDEM_LONGJMP_SAFE(Candidate);
 
+// Whether a key's status and failure code (read with the run's fence) are
+// an outcome its completer recorded: not processing, and not the sweeper's
+// 'abandoned' (which no owner may write), which a sweep after the run's
+// lock ended leaves with the same fence.
+inline bool outcome_status(const char *status, const char *failure_code) {
+  if (strcmp(status, "processing") == 0) return false;
+  return !(strcmp(status, "failed_retryable") == 0 && failure_code != nullptr &&
+           strcmp(failure_code, "abandoned") == 0);
+}
+
 // The worker's own short transactions, one per step of the round.
 void begin_transaction(const char *activity);
 void end_transaction();
