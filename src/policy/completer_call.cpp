@@ -297,10 +297,10 @@ CallEnd run_in_subtransaction(SpiSession *session, Oid owner, const Candidate &c
                     error->message),
              over_time ? errdetail("It ran past idem.completer_timeout (%d ms) and was "
                                    "cancelled; its work is undone, and the key stays claimed "
-                                   "until its lock runs out, then a later call tries again.",
+                                   "until its lock runs out, then a later round tries again.",
                                    worker_settings.completer_timeout_ms)
                        : errdetail("Its work is undone; the key stays claimed until its lock "
-                                   "runs out, then a later call tries again.")));
+                                   "runs out, then a later round tries again.")));
     FreeErrorData(error);
     end = CallEnd::raised;
   }
