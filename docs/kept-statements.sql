@@ -163,7 +163,7 @@ WHERE r.scope OPERATOR(pg_catalog.=) $1
            AND r.expires_at OPERATOR(pg_catalog.>) $4));
 
 -- key_fence_and_status
-SELECT r.fence, r.status::pg_catalog.text
+SELECT r.fence, r.status::pg_catalog.text, r.failure_code
 FROM idem.idempotency_request r
 WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.key OPERATOR(pg_catalog.=) $2;

@@ -72,9 +72,11 @@ WHERE r.scope OPERATOR(pg_catalog.=) $1
 
 // $1 scope, $2 key; columns in KeyFenceColumn order. Read after an owner's
 // write or a tool matched no row, to say why, and by the worker after a
-// completer ran, to see whether it recorded an outcome.
+// completer ran, to see whether it recorded an outcome (the failure code
+// tells the sweeper's 'abandoned', written after the run's lock ended, from
+// an outcome: the worker may look at a run a round after it ended).
 extern const char key_fence_and_status[] = R"sql(
-SELECT r.fence, r.status::pg_catalog.text
+SELECT r.fence, r.status::pg_catalog.text, r.failure_code
 FROM idem.idempotency_request r
 WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.key OPERATOR(pg_catalog.=) $2

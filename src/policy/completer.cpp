@@ -4,9 +4,10 @@
 // run the completer (so the attempt counts, and a late client retry sees
 // processing_active, or wins the compare-and-swap and the worker skips the
 // key); the completer's own process, connected as the function's owner
-// (completer_worker.cpp), which the worker waits for until the key's lock
-// ends (that handoff is completer_launch.cpp); and a look at what it
-// recorded. No code of the completer's ever runs in the worker's session.
+// (completer_worker.cpp), which the worker starts and does not wait for
+// (completer_launch.cpp watches it and ends it past its deadline); and, at a
+// later round, once the process has stopped, a look at what it recorded. No
+// code of the completer's ever runs in the worker's session.
 #include "policy/completer.hpp"
 
 #include "pg/catalog_cache.hpp"
@@ -105,8 +106,9 @@ bool outcome_recorded(MemoryContext round_context, const Candidate &candidate, i
     if (spi_run(&session, Statement::key_fence_and_status, params, nullptr) == 1) {
       char *status = spi_copy_text(&session, 0, key_status_column);
       bool isnull;
+      char *failure_code = spi_copy_text(&session, 0, key_failure_code_column);
       done = spi_int64(&session, 0, key_fence_column, &isnull) == fence &&
-             strcmp(status, "processing") != 0;
+             outcome_status(status, failure_code);
     }
     spi_finish(&session);
     return BoolGetDatum(done);
@@ -123,24 +125,6 @@ bool outcome_recorded(MemoryContext round_context, const Candidate &candidate, i
   return recorded;
 }
 
-enum class RunEnd { not_owned, no_slot, succeeded, failed };
-
-// One key: hand it to the completer's process, then judge by what it recorded.
-RunEnd complete_one(MemoryContext round_context, const Candidate &candidate) {
-  int64 fence = 0;
-  switch (hand_off(round_context, candidate, &fence)) {
-    case Handoff::not_owned:
-      return RunEnd::not_owned;
-    case Handoff::no_slot:
-      return RunEnd::no_slot;
-    case Handoff::failed:
-      return RunEnd::failed;
-    case Handoff::returned:
-      break;
-  }
-  return outcome_recorded(round_context, candidate, fence) ? RunEnd::succeeded : RunEnd::failed;
-}
-
 }  // namespace
 
 void run_completer_round(CompleterTotals *totals) {
@@ -152,6 +136,21 @@ void run_completer_round(CompleterTotals *totals) {
         AllocSetContextCreate(TopMemoryContext, "idem completer round", ALLOCSET_DEFAULT_SIZES);
   MemoryContextReset(round_context);
   MemoryContext caller_context = MemoryContextSwitchTo(round_context);
+  // First the runs that ended since the last round: judged by what they
+  // recorded, and their processes' room freed for this round's keys.
+  FinishedRun finished;
+  while (collect_completer(round_context, &finished)) {
+    bool recorded = finished.returned &&
+                    outcome_recorded(round_context, finished.candidate, finished.fence);
+    MemoryContextSwitchTo(round_context);
+    if (recorded) {
+      totals->successes += 1;
+      stats::count(stats::Counter::completer_successes);
+    } else {
+      totals->failures += 1;
+      stats::count(stats::Counter::completer_failures);
+    }
+  }
   int32 limit = worker_settings.batch_size;
   int64 exhausted = exhaust_attempts(limit);
   MemoryContextSwitchTo(round_context);
@@ -167,10 +166,12 @@ void run_completer_round(CompleterTotals *totals) {
   for (int i = 0; i < count; ++i) {
     CHECK_FOR_INTERRUPTS();
     if (!worker_settings.enabled) break;
-    RunEnd end = complete_one(round_context, candidates[i]);
+    Launch launch = launch_completer(round_context, candidates[i]);
     MemoryContextSwitchTo(round_context);
-    if (end == RunEnd::not_owned) continue;  // a client's retry (or the limit) came first
-    if (end == RunEnd::no_slot) {
+    if (launch == Launch::not_owned) continue;  // a client's retry (or the limit) came first
+    if (launch == Launch::owner_busy) continue;  // the next key may be another owner's
+    if (launch == Launch::all_busy) break;       // the rest wait, unclaimed, for a later round
+    if (launch == Launch::no_slot) {
       // Once per round; this key and the rest wait, unclaimed, for the next.
       ereport(LOG, (errmsg("idem completer for scope \"%s\", key \"%s\" must wait: no "
                            "background worker slot is free",
@@ -182,10 +183,7 @@ void run_completer_round(CompleterTotals *totals) {
       break;
     }
     totals->runs += 1;
-    if (end == RunEnd::succeeded) {
-      totals->successes += 1;
-      stats::count(stats::Counter::completer_successes);
-    } else {
+    if (launch == Launch::not_runnable) {  // logged; its attempt counts
       totals->failures += 1;
       stats::count(stats::Counter::completer_failures);
     }

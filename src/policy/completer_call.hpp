@@ -24,6 +24,14 @@ namespace idem {
 void run_completers_in_call(SpiSession *session, int32 limit, int max_batches,
                             CompleterTotals *totals);
 
+// Whether a completer runs in this backend now: inside
+// idem.run_maintenance's call of it, or anywhere in a completer's own
+// process (mark_completer_process, called once as it starts). A completer
+// may not start maintenance of its own (run_maintenance.cpp): it would
+// claim and run other scopes' keys from inside a tenant's run.
+bool completer_is_running();
+void mark_completer_process();
+
 // Why a completer cannot run as its owner wherever it runs (the function or
 // its owner is gone, or the owner may not execute it), or nullptr; *owner is
 // the function's owner when it exists. Inside a transaction. The worker adds

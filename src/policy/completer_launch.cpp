@@ -1,9 +1,15 @@
-// The handoff of one key to the completer's own process (completer_launch.hpp):
-// the worker claims the key and registers the process in one transaction, so
+// The handoff of keys to completers' own processes (completer_launch.hpp):
+// the worker claims a key and registers its process in one transaction, so
 // a key is claimed (its attempt counted) only when a process could be had;
 // the process waits for `go` until that claim is committed (completer_run.hpp),
-// then runs as the function's owner while the worker waits, until the key's
-// lock ends and a grace period after it.
+// then runs as the function's owner. The worker does not wait for it: it
+// keeps the run in a slot of its own and goes on with its rounds; each
+// round (and each wake of its main loop) looks at the slots, terminates a
+// process past its deadline, and collects those that stopped. The deadline
+// is the earlier of the key's lock and idem.completer_timeout after the
+// start (a server setting, which a policy writer cannot raise); at most
+// idem.completer_max_processes runs at once, of which at most
+// completer_owner_limit() of one owner.
 #include "policy/completer_launch.hpp"
 
 #include "policy/completer_call.hpp"
@@ -11,6 +17,7 @@
 #include "pg/guard.hpp"
 #include "pg/spi_session.hpp"
 #include "keys/stats.hpp"
+#include "worker/worker_settings.hpp"
 
 extern "C" {
 #include "catalog/pg_authid.h"
@@ -27,14 +34,9 @@ namespace idem {
 
 namespace {
 
-// After the key's lock ends, how long the completer's process has to stop
-// on its own statement timeout (set to the lock's end) before the worker
-// terminates it.
+// After a run's deadline, how long its process has to stop on its own
+// statement timeout (set to the deadline) before the worker terminates it.
 constexpr int64 termination_grace_ms = 1000;
-
-// The longest single wait on the latch (WaitLatch narrows its timeout to
-// int); longer waits are a loop of these.
-constexpr int64 longest_wait_ms = 60000;
 
 // What the worker's claim granted.
 struct Ownership {
@@ -65,36 +67,73 @@ const char *why_not_runnable(Oid function, Oid *owner) {
   return nullptr;
 }
 
-// The run being started or waited for, for the error cleanup to stop.
-struct ActiveRun {
+// One completer process the worker started and has not collected yet. Its
+// texts and handle live in runs_context, freed when it is collected.
+struct Run {
+  bool used;
+  bool committed;  // its claim committed and `go` given
+  bool terminated;
   dsm_segment *segment;
   BackgroundWorkerHandle *handle;
+  Oid owner;
+  Oid function;
+  char *scope;
+  char *key;
+  int64 fence;
+  TimestampTz started;
+  TimestampTz locked_until;
 };
-ActiveRun active_run = {nullptr, nullptr};
+IDEM_LONGJMP_SAFE(Run);
 
-CompleterRun *active_run_memory() {
-  return static_cast<CompleterRun *>(dsm_segment_address(active_run.segment));
+Run runs[max_completer_processes];
+MemoryContext runs_context = nullptr;
+
+CompleterRun *run_memory(const Run &run) {
+  return static_cast<CompleterRun *>(dsm_segment_address(run.segment));
 }
 
-// An error or the worker's exit while a run is registered: the completer
-// must not go on without the worker (it would wait for `go` forever, or run
-// past a claim that was never committed).
-void stop_active_run() {
-  if (active_run.handle != nullptr) TerminateBackgroundWorker(active_run.handle);
-  if (active_run.segment != nullptr) dsm_detach(active_run.segment);
-  active_run = ActiveRun{nullptr, nullptr};
+int runs_in_use(Oid owner) {
+  int count = 0;
+  for (const Run &run : runs)
+    if (run.used && (!OidIsValid(owner) || run.owner == owner)) ++count;
+  return count;
 }
 
-// Registered once per process rather than around each run (as
-// PG_ENSURE_ERROR_CLEANUP would): the claim inside a run may register exit
-// callbacks of its own (session_binding.cpp), which a per-run callback's
-// cancellation would then find in its way.
-void stop_active_run_at_exit(int, Datum) { stop_active_run(); }
+Run *free_run() {
+  for (Run &run : runs)
+    if (!run.used) return &run;
+  return nullptr;
+}
+
+// Lets a run go: its segment detached, its copies freed. The process, if
+// it still runs, must have been told to stop (or have stopped).
+void release_run(Run *run) {
+  if (run->segment != nullptr) dsm_detach(run->segment);
+  if (run->handle != nullptr) pfree(run->handle);
+  if (run->scope != nullptr) pfree(run->scope);
+  if (run->key != nullptr) pfree(run->key);
+  *run = Run{};
+}
+
+// The worker's exit: no completer goes on without the worker that watches
+// it (one not yet given `go` would wait forever; one running would outlive
+// its deadline).
+void stop_all_runs(int, Datum) {
+  for (Run &run : runs)
+    if (run.used && run.handle != nullptr) TerminateBackgroundWorker(run.handle);
+}
+
+// The end of a run's time: the key's lock, or idem.completer_timeout after
+// its start (the current value: a reload applies to runs under way too).
+TimestampTz run_deadline(const Run &run) {
+  TimestampTz limit =
+      TimestampTzPlusMilliseconds(run.started, worker_settings.completer_timeout_ms);
+  return Min(limit, run.locked_until);
+}
 
 // Fills a run's segment and registers its process; false when there was no
 // segment or no background worker slot. Inside the claim's transaction.
-bool register_run(MemoryContext round_context, const Candidate &candidate,
-                  const Ownership &ownership, Oid owner) {
+bool register_run(Run *slot, const Candidate &candidate, const Ownership &ownership, Oid owner) {
   const char *scope = TextDatumGetCString(candidate.scope);
   const char *key = TextDatumGetCString(candidate.key);
   const char *recovery_point =
@@ -104,9 +143,12 @@ bool register_run(MemoryContext round_context, const Candidate &candidate,
   Size size = sizeof(CompleterRun) + scope_size + key_size + strlen(recovery_point) + 1;
   dsm_segment *segment = dsm_create(size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
   if (segment == nullptr) return false;
-  dsm_pin_mapping(segment);  // outlives the transaction; detached by the worker
-  active_run.segment = segment;
-  CompleterRun *run = active_run_memory();
+  dsm_pin_mapping(segment);  // outlives the transaction; detached when collected
+  TimestampTz started = GetCurrentTimestamp();
+  *slot = Run{true, false, false, segment, nullptr, owner, candidate.completer,
+              MemoryContextStrdup(runs_context, scope), MemoryContextStrdup(runs_context, key),
+              ownership.fence, started, ownership.locked_until};
+  CompleterRun *run = run_memory(*slot);
   memset(run, 0, sizeof(CompleterRun));
   SpinLockInit(&run->mutex);
   run->phase = CompleterPhase::waiting;
@@ -115,7 +157,7 @@ bool register_run(MemoryContext round_context, const Candidate &candidate,
   run->function = candidate.completer;
   run->fence = ownership.fence;
   run->attempt_count = ownership.attempt_count;
-  run->locked_until = ownership.locked_until;
+  run->deadline = run_deadline(*slot);
   run->recovery_point_null = ownership.recovery_point_null;
   run->scope_offset = sizeof(CompleterRun);
   run->key_offset = static_cast<uint32>(run->scope_offset + scope_size);
@@ -136,51 +178,52 @@ bool register_run(MemoryContext round_context, const Candidate &candidate,
   strlcpy(worker.bgw_type, "idem completer", BGW_MAXLEN);
   worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(segment));
   worker.bgw_notify_pid = MyProcPid;  // its start and exit set this latch
-  MemoryContext previous = MemoryContextSwitchTo(round_context);
-  bool registered = RegisterDynamicBackgroundWorker(&worker, &active_run.handle);
+  MemoryContext previous = MemoryContextSwitchTo(runs_context);
+  bool registered = RegisterDynamicBackgroundWorker(&worker, &slot->handle);
   MemoryContextSwitchTo(previous);
   if (!registered) {
-    active_run.handle = nullptr;
-    dsm_detach(segment);
-    active_run.segment = nullptr;
+    slot->handle = nullptr;
+    release_run(slot);
   }
   return registered;
 }
 
-enum class Launch { not_owned, not_runnable, no_slot, launched };
+// The slot being registered, for the error cleanup to stop: its claim is
+// not committed, so its process must never get `go`.
+Run *pending_run = nullptr;
 
 // The worker's own claim, committed together with the registration of the
 // completer's process: a key is claimed (its attempt counted) only when a
 // process could be had, and the process waits for `go` until the claim is
 // committed.
-Launch claim_and_launch(MemoryContext round_context, const Candidate &candidate,
-                        Ownership *ownership) {
+Launch claim_and_launch(MemoryContext round_context, const Candidate &candidate, Run *slot) {
+  Ownership ownership = {false, 0, 0, Datum(0), true, 0};
+  Ownership *claimed = &ownership;
   begin_transaction("idem: claiming a key for its completer");
   MemoryContext transaction_context = MemoryContextSwitchTo(round_context);
-  run_guarded([&candidate, ownership]() -> Datum {
+  run_guarded([&candidate, claimed]() -> Datum {
     Datum params[3] = {candidate.scope, candidate.key, candidate.request_hash};
     SpiSession session;
     spi_connect(&session);
-    *ownership = Ownership{false, 0, 0, Datum(0), true, 0};
     if (spi_run(&session, Statement::completer_claim, params, nullptr) == 1) {
       char *kind = spi_copy_text(&session, 0, 1);
       bool isnull;
       int64 fence = spi_int64(&session, 0, 2, &isnull);
       if (!isnull && strcmp(kind, "replay_success") != 0 && strcmp(kind, "final_failure") != 0 &&
           strcmp(kind, "processing_active") != 0) {
-        ownership->owned = true;
-        ownership->fence = fence;
-        ownership->recovery_point = spi_copy_datum(&session, 0, 3, &isnull);
-        ownership->recovery_point_null = isnull;
-        ownership->attempt_count = DatumGetInt32(spi_copy_datum(&session, 0, 4, &isnull));
-        ownership->locked_until = DatumGetTimestampTz(spi_copy_datum(&session, 0, 5, &isnull));
+        claimed->owned = true;
+        claimed->fence = fence;
+        claimed->recovery_point = spi_copy_datum(&session, 0, 3, &isnull);
+        claimed->recovery_point_null = isnull;
+        claimed->attempt_count = DatumGetInt32(spi_copy_datum(&session, 0, 4, &isnull));
+        claimed->locked_until = DatumGetTimestampTz(spi_copy_datum(&session, 0, 5, &isnull));
       }
     }
     spi_finish(&session);
     return Datum(0);
   });
   MemoryContextSwitchTo(transaction_context);
-  if (!ownership->owned) {
+  if (!ownership.owned) {
     end_transaction();
     return Launch::not_owned;
   }
@@ -198,78 +241,62 @@ Launch claim_and_launch(MemoryContext round_context, const Candidate &candidate,
     end_transaction();  // the attempt counts: max_attempts bounds the tries
     return Launch::not_runnable;
   }
-  if (!register_run(round_context, candidate, *ownership, owner)) {
+  // One owner's completers never take every process: the claim is undone
+  // and the key waits, unclaimed, for a round where its owner has room.
+  if (runs_in_use(owner) >= completer_owner_limit()) {
+    PopActiveSnapshot();
+    AbortCurrentTransaction();
+    return Launch::owner_busy;
+  }
+  pending_run = slot;
+  if (!register_run(slot, candidate, ownership, owner)) {
+    pending_run = nullptr;
     // The claim is undone: the key waits for a round with a free slot.
     PopActiveSnapshot();
     AbortCurrentTransaction();
     return Launch::no_slot;
   }
   end_transaction();
+  pending_run = nullptr;
   return Launch::launched;
 }
 
-void start_run() {
-  CompleterRun *run = active_run_memory();
+void start_run(Run *slot) {
+  CompleterRun *run = run_memory(*slot);
   SpinLockAcquire(&run->mutex);
   run->phase = CompleterPhase::go;
   PGPROC *process = run->process;
   SpinLockRelease(&run->mutex);
+  slot->committed = true;
   if (process != nullptr) SetLatch(&process->procLatch);
 }
 
-// Waits for the completer's process to stop; terminates it when the key's
-// lock ended a grace period ago (its own statement timeout, at the lock's
-// end, should have stopped it). Times in int64 microseconds, each wait at
-// most longest_wait_ms: a lock of any length (30 days) is waited for whole.
-// Returns whether it had to terminate the process.
-bool wait_for_run(TimestampTz locked_until) {
-  TimestampTz deadline = TimestampTzPlusMilliseconds(locked_until, termination_grace_ms);
-  bool terminated = false;
-  for (;;) {
-    pid_t pid;
-    BgwHandleStatus status = GetBackgroundWorkerPid(active_run.handle, &pid);
-    if (status == BGWH_STOPPED) return terminated;
-    if (status == BGWH_POSTMASTER_DIED) proc_exit(1);
-    TimestampTz now = GetCurrentTimestamp();
-    if (!terminated && now >= deadline) {
-      TerminateBackgroundWorker(active_run.handle);
-      terminated = true;
-    }
-    int64 wait_ms = terminated ? longest_wait_ms : (deadline - now + 999) / 1000;
-    wait_ms = Max(Min(wait_ms, longest_wait_ms), 1);
-    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-                    static_cast<long>(wait_ms), PG_WAIT_EXTENSION);
-    ResetLatch(MyLatch);
-    CHECK_FOR_INTERRUPTS();  // SIGTERM: stop_active_run_at_exit terminates the completer
-    if (ConfigReloadPending) {  // as the worker's loop does between rounds
-      ConfigReloadPending = false;
-      ProcessConfigFile(PGC_SIGHUP);
-    }
-  }
-}
-
-CompleterResult run_result(Oid *owner) {
-  CompleterRun *run = active_run_memory();
+CompleterResult run_result(const Run &slot) {
+  CompleterRun *run = run_memory(slot);
   SpinLockAcquire(&run->mutex);
   CompleterPhase phase = run->phase;
   SpinLockRelease(&run->mutex);
-  *owner = run->owner;
   return phase == CompleterPhase::done ? run->result : CompleterResult::none;
 }
 
 // A process that stopped without a result: it could not connect, or was
-// terminated (by the worker at the lock's end, or by an operator).
-void report_lost_run(const Candidate &candidate, Oid owner, bool terminated) {
+// terminated (by the worker past its deadline, or by an operator).
+void report_lost_run(const Run &run, const Candidate &candidate) {
   begin_transaction("idem: reporting a completer's run");
-  const char *role = GetUserNameFromId(owner, true);
+  const char *role = GetUserNameFromId(run.owner, true);
+  bool by_lock = run.locked_until <= TimestampTzPlusMilliseconds(
+                                         run.started, worker_settings.completer_timeout_ms);
   ereport(WARNING,
           (errmsg("idem completer %s for scope \"%s\", key \"%s\" ended without a result",
-                  format_procedure(candidate.completer), TextDatumGetCString(candidate.scope),
-                  TextDatumGetCString(candidate.key)),
-           terminated ? errdetail("It ran past the end of the key's lock and was terminated.")
-                      : errdetail("Its process, connected as role \"%s\", stopped before it "
-                                  "reported; the server log says why.",
-                                  role != nullptr ? role : "?"),
+                  format_procedure(candidate.completer), run.scope, run.key),
+           !run.terminated
+               ? errdetail("Its process, connected as role \"%s\", stopped before it "
+                           "reported; the server log says why.",
+                           role != nullptr ? role : "?")
+           : by_lock ? errdetail("It ran past the end of the key's lock and was terminated.")
+                     : errdetail("It ran past idem.completer_timeout (%d ms) and was "
+                                 "terminated.",
+                                 worker_settings.completer_timeout_ms),
            errhint("The key stays claimed until its lock runs out, then a later round tries "
                    "again.")));
   end_transaction();
@@ -277,58 +304,82 @@ void report_lost_run(const Candidate &candidate, Oid owner, bool terminated) {
 
 }  // namespace
 
-// Statics keep what the PG_TRY block sets, so no local needs to be volatile.
-Handoff hand_off(MemoryContext round_context, const Candidate &candidate, int64 *fence) {
-  static Ownership ownership;
-  static Launch launch;
-  static CompleterResult result;
-  static bool terminated;
-  static Oid owner;
-  result = CompleterResult::none;
-  terminated = false;
-  owner = InvalidOid;
+Launch launch_completer(MemoryContext round_context, const Candidate &candidate) {
   static bool exit_callback_registered = false;
   if (!exit_callback_registered) {
-    before_shmem_exit(stop_active_run_at_exit, Datum(0));
+    before_shmem_exit(stop_all_runs, Datum(0));
     exit_callback_registered = true;
   }
+  if (runs_context == nullptr)
+    runs_context =
+        AllocSetContextCreate(TopMemoryContext, "idem completer runs", ALLOCSET_SMALL_SIZES);
+  int most = Min(worker_settings.completer_max_processes, max_completer_processes);
+  Run *slot = runs_in_use(InvalidOid) < most ? free_run() : nullptr;
+  if (slot == nullptr) return Launch::all_busy;
+  Launch launch = Launch::not_owned;
+  // An error between the registration and the commit (the commit's own,
+  // say): the process must not run a claim that is not there.
   PG_TRY();
-  {
-    launch = claim_and_launch(round_context, candidate, &ownership);
-    // Counted as it starts, so a run the worker's exit cuts short counts.
-    if (launch == Launch::launched || launch == Launch::not_runnable)
-      stats::count(stats::Counter::completer_runs);
-    if (launch == Launch::launched) {
-      start_run();
-      terminated = wait_for_run(ownership.locked_until);
-      result = run_result(&owner);
-    }
-  }
+  { launch = claim_and_launch(round_context, candidate, slot); }
   PG_CATCH();
   {
-    stop_active_run();
+    if (pending_run != nullptr) {
+      if (pending_run->handle != nullptr) TerminateBackgroundWorker(pending_run->handle);
+      release_run(pending_run);
+      pending_run = nullptr;
+    }
     PG_RE_THROW();
   }
   PG_END_TRY();
   MemoryContextSwitchTo(round_context);
-  if (launch == Launch::launched) {
-    dsm_detach(active_run.segment);
-    active_run = ActiveRun{nullptr, nullptr};
+  // Counted as it starts, so a run the worker's exit cuts short counts.
+  if (launch == Launch::launched || launch == Launch::not_runnable)
+    stats::count(stats::Counter::completer_runs);
+  if (launch == Launch::launched) start_run(slot);
+  return launch;
+}
+
+int64 watch_completers() {
+  TimestampTz now = GetCurrentTimestamp();
+  int64 next_ms = -1;
+  for (Run &run : runs) {
+    if (!run.used || !run.committed || run.terminated) continue;
+    pid_t pid;
+    if (GetBackgroundWorkerPid(run.handle, &pid) == BGWH_STOPPED) continue;
+    TimestampTz stop_at = TimestampTzPlusMilliseconds(run_deadline(run), termination_grace_ms);
+    if (now >= stop_at) {
+      TerminateBackgroundWorker(run.handle);
+      run.terminated = true;
+      continue;
+    }
+    int64 ms = (stop_at - now + 999) / 1000;
+    if (next_ms < 0 || ms < next_ms) next_ms = ms;
   }
-  switch (launch) {
-    case Launch::not_owned:
-      return Handoff::not_owned;
-    case Launch::no_slot:
-      return Handoff::no_slot;
-    case Launch::not_runnable:
-      return Handoff::failed;
-    case Launch::launched:
-      break;
+  return next_ms;
+}
+
+bool collect_completer(MemoryContext round_context, FinishedRun *finished) {
+  (void)watch_completers();
+  for (Run &run : runs) {
+    if (!run.used || !run.committed) continue;
+    pid_t pid;
+    BgwHandleStatus status = GetBackgroundWorkerPid(run.handle, &pid);
+    if (status == BGWH_POSTMASTER_DIED) proc_exit(1);
+    if (status != BGWH_STOPPED) continue;
+    MemoryContextSwitchTo(round_context);
+    CompleterResult result = run_result(run);
+    finished->candidate = Candidate{CStringGetTextDatum(run.scope), CStringGetTextDatum(run.key),
+                                    Datum(0), run.function};
+    finished->fence = run.fence;
+    finished->returned = result == CompleterResult::returned;
+    // Reported before its slot is let go: an error here leaves the run to
+    // be collected (and reported) by the next round.
+    if (result == CompleterResult::none) report_lost_run(run, finished->candidate);
+    MemoryContextSwitchTo(round_context);
+    release_run(&run);
+    return true;
   }
-  if (result == CompleterResult::none) report_lost_run(candidate, owner, terminated);
-  MemoryContextSwitchTo(round_context);
-  *fence = ownership.fence;
-  return result == CompleterResult::returned ? Handoff::returned : Handoff::failed;
+  return false;
 }
 
 }  // namespace idem

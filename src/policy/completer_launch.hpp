@@ -1,8 +1,10 @@
-// The handoff of one key from the worker's completer round (completer.cpp)
-// to the completer's own process (completer_worker.cpp): the worker's claim,
-// committed together with the registration of the process; the wait for it,
-// bounded by the key's lock; and what it reported. Shared by the round and
-// the handoff (completer_launch.cpp).
+// The handoff of keys from the worker's completer round (completer.cpp) to
+// the completers' own processes (completer_worker.cpp): the worker's claim,
+// committed together with the registration of the process; the watch over
+// the processes under way, each bounded by its deadline; and what each
+// reported. The worker never waits for a completer: other scopes' sweeps,
+// purges and completers go on while one runs. Shared by the round and the
+// handoff (completer_launch.cpp).
 #pragma once
 
 #include "pg/pg.hpp"
@@ -18,21 +20,54 @@ struct Candidate {
 };
 IDEM_LONGJMP_SAFE(Candidate);
 
+// Whether a key's status and failure code (read with the run's fence) are
+// an outcome its completer recorded: not processing, and not the sweeper's
+// 'abandoned' (which no owner may write), which a sweep after the run's
+// lock ended leaves with the same fence.
+inline bool outcome_status(const char *status, const char *failure_code) {
+  if (strcmp(status, "processing") == 0) return false;
+  return !(strcmp(status, "failed_retryable") == 0 && failure_code != nullptr &&
+           strcmp(failure_code, "abandoned") == 0);
+}
+
 // The worker's own short transactions, one per step of the round.
 void begin_transaction(const char *activity);
 void end_transaction();
 
-enum class Handoff {
-  not_owned,  // a client's retry (or the attempt limit) came first
-  no_slot,    // no background worker slot: nothing claimed, the key waits
-  failed,     // the run could not start, raised, or ended without a result
-  returned,   // the completer returned and its transaction committed
+enum class Launch {
+  not_owned,     // a client's retry (or the attempt limit) came first
+  not_runnable,  // the function or its owner cannot run it (logged): a failed run
+  owner_busy,    // its owner has completer_owner_limit() runs: nothing claimed, the key waits
+  all_busy,      // idem.completer_max_processes runs: nothing claimed, the key waits
+  no_slot,       // no background worker slot: nothing claimed, the key waits
+  launched,      // claimed, and its process started
 };
 
-// Claims the key, runs its completer in a process connected as the
-// function's owner, and waits for that process to stop. Outside any
-// transaction, with round_context current. *fence receives the worker's
-// fence, by which what the completer recorded is recognised.
-Handoff hand_off(MemoryContext round_context, const Candidate &candidate, int64 *fence);
+// Claims the key and starts its completer in a process connected as the
+// function's owner, without waiting for it. Outside any transaction, with
+// round_context current.
+Launch launch_completer(MemoryContext round_context, const Candidate &candidate);
+
+// A run whose process stopped: its key (in round_context), the worker's
+// fence, by which what the completer recorded is recognised, and whether
+// the completer returned and committed.
+struct FinishedRun {
+  Candidate candidate;
+  int64 fence;
+  bool returned;
+};
+IDEM_LONGJMP_SAFE(FinishedRun);
+
+// Terminates every run past its deadline (the earlier of the key's lock and
+// idem.completer_timeout after its start) and a grace; returns the
+// milliseconds until the next run's, or -1 when none runs. Outside any
+// transaction, no catalog access: the worker's main loop calls it between
+// rounds, so a hanging completer is ended on time, not at the next round.
+int64 watch_completers();
+
+// One run that stopped since it was started, reported (a run that ended
+// without a result is logged here), and its slot freed; false when none
+// has. Outside any transaction, with round_context current.
+bool collect_completer(MemoryContext round_context, FinishedRun *finished);
 
 }  // namespace idem

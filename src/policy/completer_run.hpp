@@ -43,7 +43,7 @@ struct CompleterRun {
   Oid function;
   int64 fence;
   int32 attempt_count;
-  TimestampTz locked_until;  // the worker's lock bounds the run
+  TimestampTz deadline;    // the key's lock or idem.completer_timeout, the earlier
   bool recovery_point_null;
   uint32 scope_offset;     // NUL-terminated texts after the struct
   uint32 key_offset;

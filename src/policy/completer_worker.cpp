@@ -12,9 +12,10 @@
 // Error handling: the transaction runs under PG_TRY; an error (the
 // completer's, its commit's, the statement timeout's) is logged with the
 // completer, scope and key, rolled back, and reported to the worker. SIGTERM
-// (the worker's, when the key's lock is long over) and postmaster death end
+// (the worker's, a second past the run's deadline) and postmaster death end
 // the process directly, as in any backend.
 #include "pg/guard.hpp"
+#include "policy/completer_call.hpp"
 #include "policy/completer_run.hpp"
 
 extern "C" {
@@ -110,8 +111,9 @@ void call_completer() {
   (void)FunctionCallInvoke(call);
 }
 
-// One transaction, commit included, as the owner; bounded by the worker's
-// lock (a timestamp: no narrowing of a long lock to int milliseconds).
+// One transaction, commit included, as the owner; bounded by its deadline,
+// the earlier of the worker's lock and idem.completer_timeout (a timestamp:
+// no narrowing of a long lock to int milliseconds).
 void run_transaction(MemoryContext process_context) {
   SetCurrentStatementStartTimestamp();
   StartTransactionCommand();
@@ -133,7 +135,7 @@ void run_transaction(MemoryContext process_context) {
   error_context_stack = &error_context;
   PG_TRY();
   {
-    enable_timeout_at(STATEMENT_TIMEOUT, run->locked_until);
+    enable_timeout_at(STATEMENT_TIMEOUT, run->deadline);
     call_completer();
     PopActiveSnapshot();
     CommitTransactionCommand();  // deferred triggers and ON COMMIT, as the owner
@@ -163,6 +165,7 @@ void run_transaction(MemoryContext process_context) {
 void completer_main(Datum argument) {
   pqsignal(SIGTERM, die);
   BackgroundWorkerUnblockSignals();
+  mark_completer_process();  // no maintenance from inside the run
   // Mapped for the life of the process (no resource owner): the worker
   // keeps the segment until this process has stopped.
   dsm_segment *segment = dsm_attach(DatumGetUInt32(argument));

@@ -78,26 +78,39 @@ void load_owners() {
   if (owner_changes() == started_at) loaded_at = started_at;
 }
 
-// judge_as's role, and the subtransaction that set it.
-Oid judged_role = InvalidOid;
-SubTransactionId judged_in = InvalidSubTransactionId;
+// judge_as's roles, innermost last, each with the subtransaction that set
+// it: an end goes back to the role judged before (not to the calling
+// role), so a judgement nested in another restores the outer one. Two
+// levels are all idem itself uses (the call's claim, a completer's run);
+// the bound only stops a runaway.
+struct Judgement {
+  Oid role;
+  SubTransactionId set_in;
+};
+constexpr int max_judgements = 8;
+Judgement judgements[max_judgements];
+int judgement_depth = 0;
 bool callbacks_registered = false;
 
 void end_of_transaction(XactEvent event, void *) {
   if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
       event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
       event == XACT_EVENT_PREPARE)
-    judged_role = InvalidOid;
+    judgement_depth = 0;
 }
 
 void end_of_subtransaction(SubXactEvent event, SubTransactionId ending, SubTransactionId,
                            void *) {
-  // Set in the aborted subtransaction or in one of its children.
-  if (event == SUBXACT_EVENT_ABORT_SUB && OidIsValid(judged_role) && judged_in >= ending)
-    judged_role = InvalidOid;
+  // Set in the aborted subtransaction or in one of its children: back to
+  // what was judged outside it.
+  if (event != SUBXACT_EVENT_ABORT_SUB) return;
+  while (judgement_depth > 0 && judgements[judgement_depth - 1].set_in >= ending)
+    --judgement_depth;
 }
 
-Oid calling_role() { return OidIsValid(judged_role) ? judged_role : GetOuterUserId(); }
+Oid calling_role() {
+  return judgement_depth > 0 ? judgements[judgement_depth - 1].role : GetOuterUserId();
+}
 
 enum class Verdict { allowed, not_a_member, uncovered };
 
@@ -170,8 +183,14 @@ void judge_as(Oid role) {
     RegisterSubXactCallback(end_of_subtransaction, nullptr);
     callbacks_registered = true;
   }
-  judged_role = role;
-  judged_in = GetCurrentSubTransactionId();
+  if (judgement_depth == max_judgements)
+    elog(ERROR, "idem: judgements nested more than %d deep", max_judgements);
+  judgements[judgement_depth++] = Judgement{role, GetCurrentSubTransactionId()};
+}
+
+void judge_end() {
+  Assert(judgement_depth > 0);
+  if (judgement_depth > 0) --judgement_depth;
 }
 
 }  // namespace idem

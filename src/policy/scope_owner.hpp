@@ -35,8 +35,11 @@ bool scope_owners_loaded();
 // backend (completer_call.cpp); its calls are judged as the worker's are:
 // the claim of a key for its completer as the bootstrap superuser (the role
 // the worker connects as), the completer's own calls as the completer's
-// owner (the role its process connects as). judge_as(InvalidOid) goes back
-// to the calling role; an abort of the (sub)transaction that set it does too.
+// owner (the role its process connects as). judge_as pushes a role,
+// judge_end pops it and goes back to the role judged before (the calling
+// role when none was): a judgement inside another never ends the outer one.
+// An abort of the (sub)transaction that pushed a role pops it too.
 void judge_as(Oid role);
+void judge_end();
 
 }  // namespace idem

@@ -122,6 +122,6 @@ enum ClaimParam {
 };
 
 // Columns of Statement::key_fence_and_status.
-enum KeyFenceColumn { key_fence_column = 1, key_status_column };
+enum KeyFenceColumn { key_fence_column = 1, key_status_column, key_failure_code_column };
 
 }  // namespace idem

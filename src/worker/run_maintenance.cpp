@@ -64,6 +64,18 @@ Datum report(const CallTotals &call, const CompleterTotals &completers) {
 }
 
 Datum run_maintenance(FunctionCallInfo) {
+  // A completer may not run maintenance: the call would claim other
+  // scopes' keys and run their completers from inside a tenant's run. Like
+  // any error of a completer's, the refusal is the completer's failure
+  // (completer_call.cpp contains it).
+  if (completer_is_running())
+    ereport(ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+             errmsg("idem.run_maintenance() may not be called by a completer"),
+             errdetail("A completer runs for one key of its own scope; maintenance works on "
+                       "every scope's keys."),
+             errhint("Call idem.run_maintenance() from a scheduler (pg_cron) or an operator's "
+                     "session, not from a completer.")));
   // Refused as a whole where nothing may be written (READ ONLY, a standby),
   // naming this call rather than its first statement.
   PreventCommandIfReadOnly("idem.run_maintenance()");

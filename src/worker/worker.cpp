@@ -13,6 +13,7 @@
 // SIGINT (pg_cancel_backend) cancels the batch of a round under way, an
 // error like any other; between rounds it is dropped (drop_cancel_between_rounds).
 #include "policy/completer.hpp"
+#include "policy/completer_launch.hpp"
 #include "pg/guard.hpp"
 #include "keys/maintenance.hpp"
 #include "messages/message_maintenance.hpp"
@@ -428,11 +429,17 @@ bool drain(Statement statement, const char *activity) {
 void run_policy_step() {
   CompleterTotals totals = {0, 0, 0, 0, false};
   run_completer_round(&totals);
+  // Completers run on their own (completer_launch.hpp): a round starts some
+  // and collects those started earlier that ended, so it says both.
   if (totals.exhausted != 0 || totals.runs != 0)
     ereport(LOG, (errmsg("idem worker for database \"%s\": ended " UINT64_FORMAT
-                         " keys past max_attempts; ran " UINT64_FORMAT " completers: "
-                         UINT64_FORMAT " recorded an outcome, " UINT64_FORMAT " failed",
-                         my_database, totals.exhausted, totals.runs, totals.successes,
+                         " keys past max_attempts; started " UINT64_FORMAT " completers",
+                         my_database, totals.exhausted, totals.runs)));
+  if (totals.successes != 0 || totals.failures != 0)
+    ereport(LOG, (errmsg("idem worker for database \"%s\": " UINT64_FORMAT
+                         " completers ended: " UINT64_FORMAT " recorded an outcome, "
+                         UINT64_FORMAT " failed",
+                         my_database, totals.successes + totals.failures, totals.successes,
                          totals.failures)));
   if (totals.full_batch) {
     pause_after_full_batch(1);
@@ -574,6 +581,10 @@ void worker_main(Datum argument) {
         (state == WorkerState::disabled && worker_settings.enabled))
       wait_ms = 0;
     if (wait_ms > 0) {
+      // A completer past its deadline is ended on time, not at the next
+      // round (completer_launch.hpp); its exit sets the latch.
+      int64 watch_ms = watch_completers();
+      if (watch_ms >= 0 && watch_ms < wait_ms) wait_ms = static_cast<long>(watch_ms);
       (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
                       PG_WAIT_EXTENSION);
       ResetLatch(MyLatch);

@@ -10,7 +10,12 @@ namespace idem {
 
 static_assert(NAMEDATALEN == 64, "parse_worker_databases assumes NAMEDATALEN 64");
 
-WorkerSettings worker_settings = {nullptr, 60, 10000, 2000, true};
+WorkerSettings worker_settings = {nullptr, 60, 10000, 2000, true, 300000, 4, 1};
+
+int completer_owner_limit() {
+  int total = worker_settings.completer_max_processes;
+  return Max(Min(worker_settings.completer_max_per_owner, total - 1), 1);
+}
 
 int parse_worker_databases(const char *list, char (*names)[64], int max_names) {
   char *copy = pstrdup(list);
@@ -92,6 +97,28 @@ void define_worker_settings() {
       "idem.worker_enabled", "Whether the idem worker sweeps and purges.",
       "When off, the workers stay connected but idle.", &worker_settings.enabled, true,
       PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+  // Server settings (reload), never a session's or a policy's: a scope's
+  // lock_timeout, which its policy writer chooses, can shorten a completer's
+  // run but never lengthen it past idem.completer_timeout.
+  DefineCustomIntVariable(
+      "idem.completer_timeout", "The longest a completer may run.",
+      "The worker terminates a completer's process that runs past it (or past the key's lock, "
+      "whichever ends first); idem.run_maintenance cancels a completer that does, and ends "
+      "the session when it will not stop.",
+      &worker_settings.completer_timeout_ms, 300000, 100, INT_MAX, PGC_SIGHUP, GUC_UNIT_MS,
+      nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "idem.completer_max_processes", "Completer processes one idem worker runs at once.",
+      "Each runs in a background worker of its own, counted in max_worker_processes.",
+      &worker_settings.completer_max_processes, 4, 1, max_completer_processes, PGC_SIGHUP, 0,
+      nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "idem.completer_max_per_owner",
+      "Completer processes of one role one idem worker runs at once.",
+      "Never all of idem.completer_max_processes while that is 2 or more: one owner's "
+      "completers always leave a process for the others'.",
+      &worker_settings.completer_max_per_owner, 1, 1, max_completer_processes, PGC_SIGHUP, 0,
+      nullptr, nullptr, nullptr);
 }
 
 }  // namespace idem
