@@ -3624,7 +3624,7 @@ $$;
 REVOKE ALL ON FUNCTION idem.portable_msg_inbox_retention() FROM PUBLIC;
 
 
--- idem 1.1 -> 1.2. The 1.2 base script (sql/idem--1.2.sql) is generated from
+-- idem 1.1 -> 1.2, released with 1.2.0: never edited again. The 1.2 base script (sql/idem--1.2.sql) is generated from
 -- the 1.1 base script and this file by the Makefile, so the two ways to 1.2
 -- build the same schema.
 
@@ -11352,7 +11352,7 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp;
 
 -- ==== the update proper ====
--- idem 1.1 -> 1.2. The 1.2 base script (sql/idem--1.2.sql) is generated from
+-- idem 1.1 -> 1.2, released with 1.2.0: never edited again. The 1.2 base script (sql/idem--1.2.sql) is generated from
 -- the 1.1 base script and this file by the Makefile, so the two ways to 1.2
 -- build the same schema.
 

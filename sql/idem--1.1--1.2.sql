@@ -1,4 +1,4 @@
--- idem 1.1 -> 1.2. The 1.2 base script (sql/idem--1.2.sql) is generated from
+-- idem 1.1 -> 1.2, released with 1.2.0: never edited again. The 1.2 base script (sql/idem--1.2.sql) is generated from
 -- the 1.1 base script and this file by the Makefile, so the two ways to 1.2
 -- build the same schema.
 \echo Use "ALTER EXTENSION idem UPDATE" to load this file. \quit

@@ -38,8 +38,8 @@ zip_layout() {  # zip dist
 
 test_pgxn() {  # port
   MAJOR=15 PORT=$1
-  # The zip is named by META.json's version (semantic: 1.2.0-dev), which
-  # between releases differs from the Debian one (1.2.0~dev).
+  # The zip is named by META.json's version (semantic: 1.2.0, or 1.3.0-dev
+  # between releases, when it differs from the Debian one, 1.3.0~dev).
   local dist zip
   dist=idem-$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$TREE/META.json")
   echo "==> PGXN: $dist.zip on bookworm"
