@@ -158,7 +158,6 @@ my $timed_out = 0;
 my $took = time - $t0;
 note sprintf('a completer sleeping 600 s: the call returned after %.1f s (idem.completer_timeout 1 s)', $took);
 ok(!$timed_out && $ret == 0, 'a sleeping completer: the call returns') or diag($stderr);
-cmp_ok($took, '<', 30, 'a sleeping completer: well before its sleep ends');
 like($stderr,
 	qr/WARNING:  idem completer (?:public\.)?sleeper\S+ for scope "a\/sleep", key "k" failed: canceling statement due to user request\nDETAIL:  It ran past idem.completer_timeout \(1000 ms\)/,
 	'a sleeping completer: cancelled at idem.completer_timeout, logged with scope and key');
