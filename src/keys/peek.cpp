@@ -1,4 +1,4 @@
-// idem.peek: a read by key alone for the request path (DESIGN.md 1.2, "Calls
+// idem.peek: a read by key alone for the request path (docs/contract.md, "Calls
 // that adapters need"): what a claim with the stored request hash would
 // answer, from one key probe (key_probe.hpp), with no SPI write, no row lock,
 // no transaction id and no ownership, so it works in a READ ONLY

@@ -1,4 +1,4 @@
-// The inbox's and outbox's share of the worker's round (DESIGN.md "Version
+// The inbox's and outbox's share of the worker's round (docs/contract.md "Version
 // 1.1", inbox and outbox): expired consumed messages and published events
 // past idem.outbox_retention are purged in bounded batches, each batch its
 // own transaction, like the keys. The statements call the SQL functions
