@@ -5,7 +5,7 @@
 // transaction and on a standby. It reveals only what a replay would: the
 // answer a claim returns, without a fence. NULL for a key a claim would
 // start afresh (missing, or finished and past expires_at).
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "keys/claim.hpp"
 #include "pg/guard.hpp"
 #include "policy/scope_owner.hpp"

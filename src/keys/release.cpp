@@ -3,7 +3,7 @@
 // corrected request may run under the same key. One fenced DELETE; only when
 // it matches no row do we look again, to say why (P4015 missing or not
 // owned, P4012 a newer claim owns it).
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "keys/owner_refusal.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
