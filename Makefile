@@ -37,7 +37,7 @@ include $(PGXS)
 # PG_CXXFLAGS and would default to C++14.
 BITCODE_CXXFLAGS += -std=c++17 -Wno-register
 
-$(OBJS): $(wildcard src/*/*.hpp)
+$(OBJS): $(wildcard src/*/*.hpp src/*/*.def)
 
 # 1.1 = 1.0 followed by 1.0--1.1, under one CREATE EXTENSION guard line.
 sql/idem--1.1.sql: sql/idem--1.0.sql sql/idem--1.0--1.1.sql
@@ -80,11 +80,10 @@ prove_installcheck:
 	  $(PROVE) $(PG_PROVE_FLAGS) -I test/t $(PROVE_FLAGS) $(PROVE_TESTS)
 
 # `make kept-statements`: docs/kept-statements.sql, every kept statement's
-# text as the server runs it, printed from the pure sources that hold the
-# texts (test/unit/statements_test.cpp fails when the file is out of date).
-STATEMENT_TEXT_SOURCES = src/pure/statement_text.cpp src/keys/claim_statements.cpp \
-	src/keys/key_statements.cpp src/policy/policy_statements.cpp \
-	src/messages/message_statements.cpp
+# text as the server runs it, printed from the pure table of their
+# declarations (src/pure/statements.def; test/unit/statements_test.cpp fails
+# when the file is out of date).
+STATEMENT_TEXT_SOURCES = src/pure/statement_text.cpp
 .PHONY: kept-statements
 kept-statements:
 	$(MKDIR_P) build

@@ -2475,7 +2475,7 @@ RETURNS TABLE (id bigint, lease_fence bigint, scope text, key text,
                event_type text, aggregate_type text, aggregate_id text, payload jsonb,
                headers jsonb, attempt_count integer, delivery_key text)
 -- outbox_lease (src/messages/outbox.cpp, statement outbox_lease of
--- src/messages/message_statements.cpp): the due events, leased. An event is
+-- src/pure/message_statements.def): the due events, leased. An event is
 -- due when it is pending (or its lease ran out) and available, and no
 -- earlier event of its aggregate is pending or leased; SKIP LOCKED, so two
 -- relays never wait for, or get, the same event. Columns are qualified
@@ -2498,7 +2498,7 @@ BEGIN
     END IF;
     -- Only events of scopes the calling role may use, filtered before the
     -- LIMIT, and an aggregate's order kept among them
-    -- (src/messages/message_statements.cpp, outbox_lease). A 1.1
+    -- (src/pure/message_statements.def, outbox_lease). A 1.1
     -- schema has no idem.may_use_scope and no owners: its statement has no
     -- filter (the C++ engine's outbox_lease_11).
     IF pg_catalog.to_regprocedure('idem.may_use_scope(text)') IS NOT NULL THEN
@@ -4331,7 +4331,7 @@ GRANT SELECT ON TABLE idem.worker_status TO pg_monitor;
 
 -- ==== portable engine: support-1.2.sql ====
 -- ==== portable support for 1.2: idem.run_maintenance (portable/functions/idem_run_maintenance.sql) ====
--- The C++ engine's worker statements (src/policy/policy_statements.cpp) and
+-- The C++ engine's worker statements (src/pure/policy_statements.def) and
 -- its in-call completer (src/policy/completer_call.cpp), in PL/pgSQL. Each
 -- runs as the extension's owner, called from the SECURITY DEFINER body.
 

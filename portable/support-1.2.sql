@@ -1,5 +1,5 @@
 -- ==== portable support for 1.2: idem.run_maintenance (portable/functions/idem_run_maintenance.sql) ====
--- The C++ engine's worker statements (src/policy/policy_statements.cpp) and
+-- The C++ engine's worker statements (src/pure/policy_statements.def) and
 -- its in-call completer (src/policy/completer_call.cpp), in PL/pgSQL. Each
 -- runs as the extension's owner, called from the SECURITY DEFINER body.
 

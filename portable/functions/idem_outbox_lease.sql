@@ -1,5 +1,5 @@
 -- outbox_lease (src/messages/outbox.cpp, statement outbox_lease of
--- src/messages/message_statements.cpp): the due events, leased. An event is
+-- src/pure/message_statements.def): the due events, leased. An event is
 -- due when it is pending (or its lease ran out) and available, and no
 -- earlier event of its aggregate is pending or leased; SKIP LOCKED, so two
 -- relays never wait for, or get, the same event. Columns are qualified
@@ -23,7 +23,7 @@ BEGIN
     END IF;
     -- Only events of scopes the calling role may use, filtered before the
     -- LIMIT, and an aggregate's order kept among them
-    -- (src/messages/message_statements.cpp, outbox_lease). A 1.1
+    -- (src/pure/message_statements.def, outbox_lease). A 1.1
     -- schema has no idem.may_use_scope and no owners: its statement has no
     -- filter (the C++ engine's outbox_lease_11).
     IF pg_catalog.to_regprocedure('idem.may_use_scope(text)') IS NOT NULL THEN

@@ -12,7 +12,7 @@ namespace idem {
 namespace {
 
 // Columns of the tools' result rows (lookup_key, evict_key and force_expire_key,
-// src/keys/key_statements.cpp).
+// src/pure/key_statements.def).
 enum ToolColumn { tool_row = 1, tool_status, tool_fence };
 
 const char *role_name(Oid role) {

@@ -1,5 +1,5 @@
 // Every SQL statement idem runs, prepared once per backend and kept
-// (SPI_keepplan); their texts are in src/pure/statement_text.hpp's files. They
+// (SPI_keepplan); they are declared in src/pure/statements.def. They
 // run only under search_path = pg_catalog, pg_temp (every SECURITY DEFINER
 // function of idem and the worker pin it; spi_session.hpp): a kept plan is
 // analysed again under the current path whenever it differs from the one it
@@ -13,10 +13,6 @@
 #include "pure/statement_text.hpp"
 
 namespace idem {
-
-// The variant of a statement for a key table with or without 1.1's
-// bound_session column (catalog_cache::key_table_has_binding).
-Statement for_key_table(Statement statement, bool has_binding);
 
 // A statement's kept plan and the SPI_OK_* code its execution must return.
 struct KeptStatement {

@@ -1,5 +1,5 @@
 // The completers of one idem.run_maintenance call (completer_call.hpp). The
-// statements are the worker's (policy_statements.cpp); what differs is where
+// statements are the worker's (policy_statements.def); what differs is where
 // the completer runs: here, in the caller's backend, as its owner, in a
 // subtransaction, instead of in a process connected as its owner.
 //

@@ -30,8 +30,8 @@ if [[ ! -f $server_include/postgres.h ]]; then
   exit 1
 fi
 PURE_SOURCES=(src/pure/jcs.cpp src/pure/jcs_number.cpp src/pure/classify.cpp src/pure/hashing.cpp src/pure/row_invariants.cpp
-              src/pure/statement_text.cpp src/keys/claim_statements.cpp src/keys/key_statements.cpp
-              src/policy/policy_statements.cpp src/messages/message_statements.cpp)
+              src/pure/statement_text.cpp src/pure/batch_pace.cpp src/pure/interval_rule.cpp
+              src/pure/policy_table.cpp src/pure/scope_prefix.cpp)
 
 passed=0
 failed=0
