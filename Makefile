@@ -16,14 +16,14 @@ PG_CPPFLAGS = -I$(srcdir)/src
 PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Wno-unused-parameter
 SHLIB_LINK += -lstdc++ -lcrypto
 
-# pg_regress: inputs in sql/ (beside the extension scripts), outputs in
-# expected/, the classic PGXS layout. Isolation specs live in test/specs with
-# their outputs in test/expected. Both run against a temporary instance that
-# preloads idem (test/installcheck.conf), as pg_cron does, so
-# `make installcheck` needs no running server; it must not run as root
-# (initdb refuses).
-REGRESS = $(filter-out idem--%,$(basename $(notdir $(wildcard sql/*.sql))))
-REGRESS_OPTS = --temp-config=test/installcheck.conf --temp-instance=tmp_check/regress
+# One test tree, as pgvector keeps it (--inputdir=test): pg_regress inputs in
+# test/sql, isolation specs in test/specs, the outputs of both in
+# test/expected; sql/ holds the extension scripts only. Both run against a
+# temporary instance that preloads idem (test/installcheck.conf), as pg_cron
+# does, so `make installcheck` needs no running server; it must not run as
+# root (initdb refuses). docs/testing.md says how to run one file.
+REGRESS = $(basename $(notdir $(wildcard test/sql/*.sql)))
+REGRESS_OPTS = --inputdir=test --temp-config=test/installcheck.conf --temp-instance=tmp_check/regress
 ISOLATION = $(basename $(notdir $(wildcard test/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test --outputdir=output_iso \
 	--temp-config=test/installcheck.conf --temp-instance=tmp_check/isolation

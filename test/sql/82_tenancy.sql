@@ -318,7 +318,7 @@ SELECT public.t82_answer($$INSERT INTO idem.scope_policy (scope, lock_timeout) V
 SELECT public.t82_answer($$INSERT INTO idem.scope_policy (scope, lock_timeout) VALUES ('nobody/new', '1 hour')$$)
        AS insert_uncovered;
 RESET ROLE;
--- A writer also granted SELECT and TRUNCATE (as sql/61 and sql/80 grant):
+-- A writer also granted SELECT and TRUNCATE (as test/sql/61 and test/sql/80 grant):
 -- the owner check refuses every way to take, rewrite or remove orders' row,
 -- the old row's scope and the new one's alike.
 GRANT SELECT, TRUNCATE ON idem.scope_policy TO t82_billing_web;
