@@ -9,7 +9,7 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-pgtap
   libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3
   libdbd-pg-perl
-  nodejs python3-psycopg default-jdk-headless libpostgresql-jdbc-java  # examples/clients
+  nodejs python3-psycopg default-jdk-headless libpostgresql-jdbc-java  # examples/http
   python3-starlette python3-fastapi python3-httpx python3-pytest python3-anyio python3-uvicorn
   python3-pip python3-setuptools python3-wheel python3-venv  # clients/python: test/extra.d/python_package.sh
   patroni python3-etcd etcd-server pgbouncer postgresql-$PG_MAJOR-plproxy  # test/cluster
