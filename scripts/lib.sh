@@ -18,6 +18,24 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
 
 say() { printf '==> %s\n' "$*"; }
 
+# The pg_tle source tree the portable engine's pg_tle suites build pg_tle
+# from (test/portable.sh): the setting PG_TLE_SRC, else the snapshot beside
+# the clone, ../shared/third_party/pg_tle (for a git worktree: beside the
+# clone it belongs to). Prints its absolute path; fails when there is none,
+# and those suites then skip. Run from the clone's top directory.
+pg_tle_source() {
+  local common
+  if [ -n "${PG_TLE_SRC:-}" ]; then
+    [ -f "$PG_TLE_SRC/Makefile" ] || return 1
+    (cd "$PG_TLE_SRC" && pwd)
+    return
+  fi
+  if [ -f ../shared/third_party/pg_tle/Makefile ]; then (cd ../shared/third_party/pg_tle && pwd); return; fi
+  common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null) || return 1
+  [ -f "$common/../../shared/third_party/pg_tle/Makefile" ] || return 1
+  (cd "$common/../../shared/third_party/pg_tle" && pwd)
+}
+
 # Installs what is missing of the named packages (Debian, as root);
 # otherwise checks they are there.
 ensure_host_packages() {
