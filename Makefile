@@ -93,10 +93,11 @@ kept-statements:
 	build/print_kept_statements >docs/kept-statements.sql.tmp
 	mv docs/kept-statements.sql.tmp docs/kept-statements.sql
 
-# The PGXN release zip, NAME-VERSION.zip from META.json (scripts/make_dist.sh).
-.PHONY: dist
-dist:
-	scripts/make_dist.sh
+# The PGXN release zip, build/NAME-VERSION.zip from META.json
+# (scripts/pgxn_zip.sh). Not `make dist`: dist/ is the portable engine.
+.PHONY: pgxn-zip
+pgxn-zip:
+	scripts/pgxn_zip.sh
 
 # The portable engine (SQL and PL/pgSQL, for servers that load no library):
 # its pg_tle registration and SQL-file installs, written from the C++
