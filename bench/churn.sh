@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Flat under churn (issue #31): keys (or messages, or outbox events) written
+# Flat under churn: keys (or messages, or outbox events) written
 # as fast as this machine sustains, kept a compressed retention, purged by
 # the worker, for many retention periods. What it shows, per period: the
 # table's size with its indexes, the expired rows the worker has not purged

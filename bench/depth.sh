@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Deep tables (issue #31): what a key table of 10 million or 100 million
+# Deep tables: what a key table of 10 million or 100 million
 # keys costs a request, against what it costs PostgreSQL itself on the same
 # table. For each size the table is filled without the request path, then
 # the replay and the new-key lifecycle run against their peers, taking turns:

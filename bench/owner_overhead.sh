@@ -9,7 +9,7 @@
 # membership). The table is filled or emptied between runs, alternating ABBA
 # so drift and neighbours' load fall on both alike; each run's connections
 # are new, so every backend loads its cache once. Prints each pair and the
-# median ratio (1,001 owners / none); issue #32's target is >= 0.95.
+# median ratio (1,001 owners / none); the target is >= 0.95.
 # Usage (as root, like ./run-tests): bench/owner_overhead.sh [pairs] [seconds] [clients] [keys]
 set -euo pipefail
 cd "$(dirname "$0")/.."

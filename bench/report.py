@@ -32,7 +32,7 @@ def targets(workload, sync, clients, top_clients):
 
 
 # The physical floor: each workload's least possible peer, and the ratio
-# idem must reach against it (issue #18's targets as issue #31 restated them).
+# idem must reach against it (bench/README.md, "Restated speed targets").
 FLOOR_PEERS = {"newkey": ("bare", 0.9), "replay": ("pkread", 0.9)}
 
 # The inbox and outbox cells: their peers (bench/run, "inbox and outbox") in

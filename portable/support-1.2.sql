@@ -67,7 +67,7 @@ REVOKE ALL ON FUNCTION idem.portable_exhaust_attempts(timestamptz, integer) FROM
 -- at all. to_regprocedure raises (42501) when the extension's owner may not
 -- use the function's schema, which the schema's owner, a tenant, may
 -- revoke: caught here, for that one name, so that one tenant's schema does
--- not stop the completers of every other (issue 41). quiet: no WARNING
+-- not stop the completers of every other. quiet: no WARNING
 -- (the second look of the same call).
 CREATE FUNCTION idem.portable_resolve_completer(completer text, quiet boolean)
 RETURNS oid
@@ -129,7 +129,7 @@ REVOKE ALL ON FUNCTION idem.portable_completer_due(timestamptz, boolean) FROM PU
 -- SQL has no such call, and no check of prosecdef can stand in for it: an
 -- owner may flip its function between SECURITY INVOKER and DEFINER (ALTER
 -- FUNCTION and CREATE OR REPLACE take no lock) between the check and the
--- call, and an INVOKER completer then runs as the caller (issue 41: 20 of
+-- call, and an INVOKER completer then runs as the caller (a flip test: 20 of
 -- 300 runs as the extension's owner). So the portable engine calls a
 -- completer only where the role the call runs as IS its owner: then it runs
 -- as its owner whether it is INVOKER or DEFINER, and a flip changes
@@ -323,7 +323,7 @@ BEGIN
                              '(CREATE FUNCTION ... SET name = value) and change them with SET LOCAL.';
         END IF;
     -- OTHERS leaves out query_canceled and assert_failure: named, so that
-    -- no SQLSTATE of a completer's stops the call (issue 41).
+    -- no SQLSTATE of a completer's stops the call.
     EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
         GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
         RAISE WARNING 'idem completer % for scope "%", key "%" failed: %', fname, scope, key, message

@@ -436,7 +436,7 @@ REVOKE ALL ON FUNCTION idem.portable_session_alive(bigint) FROM PUBLIC;
 -- waiting for that twin), a takeover or a new generation a compare-and-swap
 -- on the fence and status observed. A write that matches nothing means
 -- another claim changed the key: look again, at most 16 times.
--- Classification (src/pure/classify.cpp, DESIGN.md): a finished row past
+-- Classification (src/pure/classify.cpp, docs/contract.md "What a claim answers"): a finished row past
 -- expires_at is absent (a new generation, any hash); then a different
 -- request hash is P4002; then by status. bound: this session's token when
 -- the claim binds its lock (NULL otherwise).

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One target of the test command: copies the tree into WORK/LABEL/tree and
-# runs there the pure C++ suites (KIND "host": unit tests and the fuzzer,
-# once per run) or test/suites.sh for one PostgreSQL: the host's 15 (idem in
-# a private copy of the installation), a major in its Debian chroot (17, 18),
-# or the assert-enabled 15 (KIND "assert"). run-tests starts it as the leader
+# runs there the pure C++ suites (KIND "host": unit tests, the layering
+# check of src/ and the fuzzer, once per run) or test/suites.sh for one
+# PostgreSQL: the host's 15 (idem in a private copy of the installation), a
+# major in its Debian chroot (17, 18), or the assert-enabled 15 (KIND "assert"). run-tests starts it as the leader
 # of its own process group, so a run cut short can end it and its children.
 #
 #   scripts/run-major.sh LABEL KIND PORT WORK     (KIND: host 15 17 18 assert)
@@ -46,6 +46,12 @@ run_host_suites() {
     st=0 t=$SECONDS
     (cd "$dir/tree" && as_cluster_user bash test/unit/run.sh "$dir/unit") >"$dir/unit.log" 2>&1 || st=$?
     tally_line unit "$dir/unit.log" $st $t
+  fi
+  if wanted includes; then
+    say "includes (the layering of src/: no include climbs)"
+    st=0 t=$SECONDS
+    (cd "$dir/tree" && as_cluster_user bash test/includes.sh "$dir/includes") >"$dir/includes.log" 2>&1 || st=$?
+    tally_line includes "$dir/includes.log" $st $t
   fi
   if wanted fuzz || wanted extra; then
     say "fuzz (libFuzzer on the JSON canonicalizer)"

@@ -1,4 +1,4 @@
--- The bare peer (issue #18's floor): the least table a client could keep its
+-- The bare peer (the physical floor): the least table a client could keep its
 -- keys in. idem's columns and NOT NULLs, a primary key and nothing else: no
 -- sweep or purge index, and only the checks of one column each (no rule
 -- that ties columns together, so the database lets a row break any of

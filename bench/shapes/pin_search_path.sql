@@ -2,7 +2,7 @@
 -- that runs idem's scripts with it applied, alternating with idem round by
 -- round): every SECURITY DEFINER function of schema idem pinned to
 -- search_path = pg_catalog, pg_temp with ALTER FUNCTION, as the 1.1 upgrade
--- script does (issue #27). It measures what the pinning costs a call: the
+-- script does. It measures what the pinning costs a call: the
 -- function manager saves, sets and restores the setting around each call of
 -- a function with a proconfig. Functions pinned already are left alone.
 -- Run with -v undo=1 it takes off the pins it put on (BENCH_AB's rounds of

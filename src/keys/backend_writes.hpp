@@ -14,6 +14,8 @@ namespace idem::backend_writes {
 inline std::uint64_t count = 0;
 
 // Called before each statement or direct write runs: one that fails counts.
+// spi_run calls it through its statement-run hook (pg/spi_session.hpp), set
+// from _PG_init; the direct writes (maintenance.cpp) call it themselves.
 inline void note() { ++count; }
 
 inline std::uint64_t current() { return count; }

@@ -8,7 +8,6 @@
 
 #include "pg/guard.hpp"
 #include "pure/errors.hpp"
-#include "pg/guard.hpp"
 #include "keys/key_probe.hpp"
 #include "pg/catalog_cache.hpp"
 #include "policy/scope_owner.hpp"
@@ -16,7 +15,7 @@
 #include "waits/session_binding.hpp"
 #include "pg/spi_session.hpp"
 #include "keys/statement_memo.hpp"
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 #include "waits/wait_slots.hpp"
 
 extern "C" {

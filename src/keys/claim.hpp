@@ -2,7 +2,7 @@
 // claim_or_wait (attempts until an answer that is not processing_active).
 #pragma once
 
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "pure/classify.hpp"
 #include "policy/scope_policy.hpp"
 #include "pg/statements.hpp"

@@ -2,7 +2,7 @@
 // each use written to the server log with who asked. Evict and force_expire
 // refuse an in-flight key unless forced (P4021) and a missing one (P4020);
 // lookup answers a missing key with no row.
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
 #include "pg/spi_session.hpp"

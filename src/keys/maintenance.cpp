@@ -2,13 +2,12 @@
 // live transactions hold, so maintenance never waits behind a live request.
 #include "keys/maintenance.hpp"
 
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "keys/backend_writes.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
-#include "messages/message_maintenance.hpp"
 #include "waits/session_binding.hpp"
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 #include "pg/catalog_cache.hpp"
 
 extern "C" {
@@ -123,12 +122,11 @@ uint64 sweep_bound_batch(SpiSession *session, Datum *params, bool in_scope) {
   return spi_run(session, Statement::sweep_rows, rows, nullptr);
 }
 
-// Maintenance writes, and where a transaction may not write (READ ONLY, a
-// hot standby) it refuses with 25006 before anything runs, as the executor
-// would refuse its statements. The in-place purge writes without the
-// executor, so for it this is the only check; for the others it names the
-// function instead of the statement.
-void require_writable(Statement statement) {
+}  // namespace
+
+// The in-place purge writes without the executor, so for it this is the
+// only check; for the others it names the function instead of the statement.
+void require_writable_for_maintenance(Statement statement) {
   const char *what = "idem maintenance";
   switch (statement) {
     case Statement::purge_expired: what = "idem.purge_expired()"; break;
@@ -142,16 +140,13 @@ void require_writable(Statement statement) {
   PreventCommandDuringRecovery(what);
 }
 
-}  // namespace
-
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit) {
-  require_writable(statement);
+  require_writable_for_maintenance(statement);
   // The sweep also ends the keys of bound sessions that ended (session_binding.hpp).
   Datum params[3] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit),
                      statement == Statement::sweep_stale ? session_binding::live_tokens_array()
                                                          : Datum(0)};
   if (statement == Statement::purge_expired) return purge_batch(session, params, false);
-  if (is_message_purge(statement)) return run_message_purge_batch(session, statement, params);
   bool has_binding = catalog_cache::key_table_has_binding();
   if (statement == Statement::sweep_stale && has_binding)
     return sweep_bound_batch(session, params, false);
@@ -161,7 +156,7 @@ uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 lim
 uint64 run_maintenance_batch_in_scope(SpiSession *session, Statement statement, int32 limit,
                                       const char *scope) {
   Assert(statement == Statement::sweep_stale || statement == Statement::purge_expired);
-  require_writable(statement);
+  require_writable_for_maintenance(statement);
   Datum now = TimestampTzGetDatum(GetCurrentTimestamp());
   Datum name = CStringGetTextDatum(scope);
   if (statement == Statement::purge_expired) {

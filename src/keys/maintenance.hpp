@@ -25,6 +25,14 @@ uint64 run_maintenance_batch_in_scope(SpiSession *session, Statement statement, 
 // context, valid after spi_finish) set to their names.
 uint64 scopes_with_work(SpiSession *session, Statement statement, char ***scopes);
 
+// Maintenance writes, and where a transaction may not write (READ ONLY, a
+// hot standby) this refuses with 25006 before anything runs, as the executor
+// would refuse its statements, naming the SQL function of the stage
+// (idem.purge_expired(), idem.sweep_stale(), idem.purge_consumed(),
+// idem.purge_published()). Every maintenance batch starts with it, the
+// message purges' too (message_maintenance.cpp).
+void require_writable_for_maintenance(Statement statement);
+
 // Counts `rows` a maintenance statement changed in idem.stats, under the
 // statement's counter (rows_swept, rows_purged, messages_purged,
 // events_purged): every caller that drives maintenance counts through here.

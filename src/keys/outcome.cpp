@@ -8,7 +8,7 @@
 // C functions, not SQL ones, so that `(f(...)).*` marks once per row
 // (statement_memo.hpp): as SQL, each column would call the function again, and
 // every call after the first would find the key finished (P4010, P4011).
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "keys/owner_refusal.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
@@ -16,7 +16,7 @@
 #include "waits/request_durations.hpp"
 #include "pg/spi_session.hpp"
 #include "keys/statement_memo.hpp"
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 #include "waits/wait_slots.hpp"
 
 namespace idem {

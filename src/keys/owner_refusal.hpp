@@ -3,7 +3,7 @@
 // outcomes (outcome.cpp) and release (release.cpp).
 #pragma once
 
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "pg/spi_session.hpp"
 
 namespace idem {

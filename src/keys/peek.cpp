@@ -1,11 +1,11 @@
-// idem.peek: a read by key alone for the request path (DESIGN.md 1.2, "Calls
+// idem.peek: a read by key alone for the request path (docs/contract.md, "Calls
 // that adapters need"): what a claim with the stored request hash would
 // answer, from one key probe (key_probe.hpp), with no SPI write, no row lock,
 // no transaction id and no ownership, so it works in a READ ONLY
 // transaction and on a standby. It reveals only what a replay would: the
 // answer a claim returns, without a fence. NULL for a key a claim would
 // start afresh (missing, or finished and past expires_at).
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "keys/claim.hpp"
 #include "pg/guard.hpp"
 #include "policy/scope_owner.hpp"

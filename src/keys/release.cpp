@@ -1,9 +1,9 @@
-// idem.release: the key's owner gives the key up (DESIGN.md 1.2, "Calls that
+// idem.release: the key's owner gives the key up (docs/contract.md, "Calls that
 // adapters need"), as an adapter does when its handler failed and a
 // corrected request may run under the same key. One fenced DELETE; only when
 // it matches no row do we look again, to say why (P4015 missing or not
 // owned, P4012 a newer claim owns it).
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "keys/owner_refusal.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"

@@ -1,5 +1,5 @@
 // The inbox's request path, idem.consume_once and idem.set_consumed_result
-// (DESIGN.md "Consume-once for message consumers (the inbox)"; README
+// (docs/contract.md "Consume-once for message consumers (the inbox)"; README
 // "Message consumers"), in C so a replay costs one read through the primary
 // key and a new message one kept INSERT. consume_once looks first, reading
 // the message's row through the primary key directly (key_probe.hpp): a

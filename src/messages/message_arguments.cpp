@@ -1,6 +1,6 @@
 #include "messages/message_arguments.hpp"
 
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "pg/message_text.hpp"
 #include "pure/errors.hpp"
 

@@ -1,5 +1,6 @@
 #include "messages/message_maintenance.hpp"
 
+#include "keys/maintenance.hpp"
 #include "pg/settings.hpp"
 
 namespace idem {
@@ -23,7 +24,9 @@ bool is_message_purge(Statement statement) {
   return false;
 }
 
-uint64 run_message_purge_batch(SpiSession *session, Statement statement, Datum *params) {
+uint64 run_message_purge_batch(SpiSession *session, Statement statement, int32 limit) {
+  require_writable_for_maintenance(statement);
+  Datum params[3] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit), Datum(0)};
   (void)spi_run(session, statement, params, nullptr);
   bool isnull;
   int64 deleted = spi_int64(session, 0, 1, &isnull);

@@ -1,4 +1,4 @@
-// The inbox's and outbox's share of the worker's round (DESIGN.md "Version
+// The inbox's and outbox's share of the worker's round (docs/contract.md "Version
 // 1.1", inbox and outbox): expired consumed messages and published events
 // past idem.outbox_retention are purged in bounded batches, each batch its
 // own transaction, like the keys. The statements call the SQL functions
@@ -15,11 +15,14 @@ namespace idem {
 inline constexpr Statement message_purges[] = {Statement::purge_consumed,
                                                Statement::purge_published};
 
-// True for the statements above: run_maintenance_batch sends them here.
+// True for the statements above: a round's batch of one of them runs here,
+// the key stages' in keys/maintenance.cpp (worker/round_batch.hpp).
 bool is_message_purge(Statement statement);
 
-// One batch of a message purge in the caller's transaction; the rows deleted.
-uint64 run_message_purge_batch(SpiSession *session, Statement statement, Datum *params);
+// One batch of at most `limit` rows of a message purge at the current time,
+// in the caller's transaction; the rows deleted. Refuses where no write may
+// run, as every maintenance batch does (keys/maintenance.hpp).
+uint64 run_message_purge_batch(SpiSession *session, Statement statement, int32 limit);
 
 // The inbox's and outbox's settings (idem.inbox_retention, idem.outbox_*);
 // called from _PG_init. The PL/pgSQL functions read them with current_setting.

@@ -1,5 +1,5 @@
 // The outbox's per-event calls, idem.outbox_put, idem.outbox_lease and
-// idem.outbox_published (DESIGN.md "Transactional outbox"; README "Outbox"),
+// idem.outbox_published (docs/contract.md "Transactional outbox"; README "Outbox"),
 // in C through kept SPI plans because they run for every event.
 // outbox_failed stays PL/pgSQL (sql/idem--1.0--1.1.sql, section inbox). The
 // errors keep the words of the PL/pgSQL functions they replace.

@@ -1,6 +1,8 @@
 // Every difference between the PostgreSQL majors idem supports (15, 17 and
-// 18) in one place, as pg_cron and pg_duckdb keep theirs: no PG_VERSION_NUM
-// test anywhere else in src/. Included by pg.hpp after the Postgres headers.
+// 18) in one place: each is a function or constant named for what it does,
+// and the code calls that, so no PG_VERSION_NUM test stands anywhere else in
+// src/ (scripts/check-includes.pl refuses one). Included by pg.hpp after
+// the Postgres headers.
 #pragma once
 
 #if PG_VERSION_NUM < 150000

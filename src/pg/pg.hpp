@@ -1,5 +1,11 @@
-// The only place idem includes Postgres headers. They are C, and their
-// functions must keep C linkage inside this C++ library.
+// idem's door to the Postgres headers: postgres.h first, then the headers
+// most files need, inside extern "C" (they are C, and their functions must
+// keep C linkage inside this C++ library), then compat.hpp and the rules
+// below. A file that needs a header of its own (shared memory, latches,
+// background workers, a catalog's columns) includes it itself, in
+// extern "C", after an idem header that brings in this one, so postgres.h
+// always comes first and the poisoned names stay poisoned;
+// scripts/check-includes.pl refuses a Postgres header before that.
 #pragma once
 
 // A pure C++ file (src/pure/pure.hpp) must never reach the Postgres headers.

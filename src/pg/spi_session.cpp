@@ -3,7 +3,6 @@
 #define IDEM_SPI_SESSION_IMPLEMENTATION 1
 #include "pg/spi_session.hpp"
 
-#include "keys/backend_writes.hpp"
 #include "pg/guard.hpp"
 #include "pure/errors.hpp"
 
@@ -16,6 +15,8 @@ extern "C" {
 namespace idem {
 
 namespace {
+
+StatementRunHook statement_run_hook = nullptr;
 
 // The caller misused its session: a bug in idem, reported at the caller.
 [[noreturn]] void raise_misuse(const char *what, SourceLocation where = SourceLocation::here()) {
@@ -41,6 +42,8 @@ Form_pg_attribute column_attribute(int column) {
 
 }  // namespace
 
+void set_statement_run_hook(StatementRunHook hook) { statement_run_hook = hook; }
+
 void spi_connect(SpiSession *session) {
   session->caller_context = CurrentMemoryContext;
   session->connected = false;
@@ -52,7 +55,7 @@ void spi_connect(SpiSession *session) {
 uint64 spi_run(SpiSession *session, Statement statement, Datum *values, const char *nulls) {
   if (!session->connected) raise_misuse("a statement run after spi_finish");
   KeptStatement kept = kept_statement(statement);
-  backend_writes::note();
+  if (statement_run_hook != nullptr) statement_run_hook();
   int code = SPI_execute_plan(kept.plan, values, nulls, false, 0);
   if (code != kept.expected_result) raise_spi_failure("SPI_execute_plan", code);
   return SPI_processed;

@@ -38,6 +38,14 @@ IDEM_LONGJMP_SAFE(SpiSession);
 // Connects; the current memory context becomes the session's caller context.
 void spi_connect(SpiSession *session);
 
+// Called by spi_run before each kept statement runs (one that then fails
+// included), as any of them may write. The layer above that must know
+// (the claim memo's count of this backend's writes, keys/backend_writes.hpp)
+// sets it once, from _PG_init (src/module/module.cpp), so this layer names
+// nothing above it. Unset, nothing is told.
+using StatementRunHook = void (*)();
+void set_statement_run_hook(StatementRunHook hook);
+
 // Runs a kept statement (statements.hpp), checks its SPI result code and
 // returns the number of rows it processed (returned, for a SELECT or
 // RETURNING). Each run replaces the previous result.

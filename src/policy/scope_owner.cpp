@@ -14,7 +14,7 @@
 #include "pg/message_text.hpp"
 #include "pg/settings.hpp"
 #include "pg/spi_session.hpp"
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "pure/scope_prefix.hpp"
 
 extern "C" {

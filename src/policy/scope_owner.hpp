@@ -1,4 +1,4 @@
-// Scopes owned by roles (idem.scope_owner, DESIGN.md "Scopes owned by
+// Scopes owned by roles (idem.scope_owner, docs/contract.md "Version 1.2: scopes owned by
 // roles"): a per-backend cache of the table, and the check every call that
 // reads or writes a scope's keys, a consumer's messages or a scope's outbox
 // events makes right after its arguments are checked, before it reads any

@@ -3,7 +3,7 @@
 // then the scope's policy, then the setting.
 #pragma once
 
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 #include "pg/pg.hpp"
 #include "pure/policy_table.hpp"
 

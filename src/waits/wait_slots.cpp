@@ -2,7 +2,7 @@
 #include "waits/wait_slots.hpp"
 
 #include "pg/guard.hpp"
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 
 extern "C" {
 #include "access/hash.h"

@@ -10,7 +10,8 @@
 #include "keys/maintenance.hpp"
 #include "messages/message_maintenance.hpp"
 #include "pg/guard.hpp"
-#include "policy/completer_call.hpp"
+#include "worker/completer_call.hpp"
+#include "worker/round_batch.hpp"
 #include "worker/worker_settings.hpp"
 
 extern "C" {
@@ -40,7 +41,7 @@ uint64 drain(SpiSession *session, Statement statement, int32 limit, CallTotals *
   uint64 total = 0;
   for (int batch = 0; batch < batches_per_stage; ++batch) {
     CHECK_FOR_INTERRUPTS();
-    uint64 rows = run_maintenance_batch(session, statement, limit);
+    uint64 rows = run_round_batch(session, statement, limit);
     count_maintenance_rows(statement, rows);
     totals->batches += 1;
     total += rows;

@@ -12,13 +12,14 @@
 // that PG_TRY. SIGTERM (die) and postmaster death end the process directly.
 // SIGINT (pg_cancel_backend) cancels the batch of a round under way, an
 // error like any other; between rounds it is dropped (drop_cancel_between_rounds).
-#include "policy/completer.hpp"
-#include "policy/completer_launch.hpp"
+#include "worker/completer.hpp"
+#include "worker/completer_launch.hpp"
 #include "pg/guard.hpp"
 #include "keys/maintenance.hpp"
 #include "messages/message_maintenance.hpp"
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 #include "pure/batch_pace.hpp"
+#include "worker/round_batch.hpp"
 #include "worker/worker_settings.hpp"
 #include "worker/worker_status.hpp"
 
@@ -291,7 +292,7 @@ void run_batch_transaction(void *argument) {
       spi_connect(&session);
       uint64 changed =
           batch->scope == nullptr
-              ? run_maintenance_batch(&session, batch->statement, batch->limit)
+              ? run_round_batch(&session, batch->statement, batch->limit)
               : run_maintenance_batch_in_scope(&session, batch->statement, batch->limit,
                                                batch->scope);
       spi_finish(&session);

@@ -173,7 +173,7 @@ SELECT function_privs_are('idem', 'retry_after', ARRAY['text', 'idem.claim'], 'p
 SELECT function_privs_are('idem', 'typical_duration', ARRAY['text'], 'public', ARRAY[]::text[], 'PUBLIC cannot read durations');
 SELECT function_privs_are('idem', 'mark_succeeded_returning', ARRAY['text', 'text', 'bigint', 'integer', 'jsonb', 'text', 'text'], 'public', ARRAY[]::text[], 'PUBLIC cannot mark (returning)');
 SELECT function_privs_are('idem', 'stored_answer', ARRAY['text', 'text'], 'public', ARRAY[]::text[], 'PUBLIC cannot read stored answers');
--- ==== inbox: consume-once and the outbox (DESIGN.md "Version 1.1") ====
+-- ==== inbox: consume-once and the outbox (docs/contract.md "Version 1.1") ====
 SELECT has_table('idem', 'consumed_message', 'the inbox table');
 SELECT has_table('idem', 'outbox_event', 'the outbox table');
 SELECT has_function('idem', 'consume_once', ARRAY['text', 'text', 'text', 'interval']);

@@ -1,4 +1,4 @@
--- idem.scope_policy (DESIGN.md "Per-scope policy"): precedence on every
+-- idem.scope_policy (docs/contract.md "Per-scope policy"): precedence on every
 -- call (an explicit argument, then the scope's policy, then the setting),
 -- validation when a row is written, max_attempts, and who may write it.
 SET idem.lock_timeout = '5min';

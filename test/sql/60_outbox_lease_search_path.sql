@@ -1,4 +1,4 @@
--- Issue #27, defect 1: a relay granted only EXECUTE on outbox_lease puts its
+-- Found by the 1.1 security review: a relay granted only EXECUTE on outbox_lease puts its
 -- own text = text operator first on its search_path. The lease's ordering
 -- probe compares aggregate types with IS NOT DISTINCT FROM, which looks "="
 -- up by name; a kept plan is analysed again under the caller's search_path

@@ -1,4 +1,4 @@
--- The adversarial search_path suite (issue #27). A hostile role granted
+-- The adversarial search_path suite (the 1.1 hardening). A hostile role granted
 -- EXECUTE on every idem function, USAGE on schema idem and the right to
 -- write policies puts its own schema first on its search_path. There it
 -- shadows every operator of every type idem's statements touch and the
@@ -10,7 +10,7 @@
 -- pg_catalog, pg_temp. The end of the file lists every SECURITY DEFINER
 -- function of schema idem and fails for one that is not pinned so, or that
 -- this file did not call: a new one cannot be added without being tried here.
--- Since 1.2 it also meets scopes owned by roles (issue #32): a tenant's
+-- Since 1.2 it also meets scopes owned by roles: a tenant's
 -- scopes refuse it alike for keys that exist and keys that do not, and it
 -- gets past that check by no write, setting, role switch, wrapper or
 -- temporary object of its own.

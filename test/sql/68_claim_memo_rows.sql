@@ -4,7 +4,7 @@ CREATE FUNCTION memo_rows_count(counter text) RETURNS bigint LANGUAGE sql AS
 $$ SELECT (row_to_json(s)->>counter)::bigint FROM idem.stats s WHERE datname = current_database() $$;
 
 -- (mark_succeeded_returning(...)).* marks once: every column is the one
--- answer, and the key is marked once (issue #27, defect 16: the second
+-- answer, and the key is marked once (before 1.1, the second
 -- column's call found the key finished, P4010).
 SELECT fence AS f1 FROM idem.claim_idempotency_key('memo-rows', 'marked-1', 'h') \gset
 SELECT memo_rows_count('marked_succeeded') AS before \gset
@@ -39,7 +39,7 @@ SELECT memo_rows_count('marked_succeeded') - :before AS marks_counted;
 
 -- A claim after a write, inside a STABLE PL/pgSQL function (one snapshot,
 -- one command id): the second claim is a new claim, which sees the outcome
--- (issue #27, defect 13: it answered new_claim with the first fence again).
+-- (before 1.1 it answered new_claim with the first fence again).
 CREATE FUNCTION memo_claim_mark_claim(k text) RETURNS text LANGUAGE plpgsql STABLE AS $$
 DECLARE
   c idem.claim;

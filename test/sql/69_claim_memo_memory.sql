@@ -1,6 +1,6 @@
 -- The claim memo (src/keys/statement_memo.hpp) holds a few answers of the current
--- row only: its memory does not grow with the claims of a statement (issue
--- #27, defect 6: ~220 bytes a claim, held until the statement's end, so an
+-- row only: its memory does not grow with the claims of a statement (before
+-- 1.1: ~220 bytes a claim, held until the statement's end, so an
 -- INSERT ... SELECT over 10 million keys would have held ~2 GB).
 CREATE FUNCTION memo_bytes() RETURNS bigint LANGUAGE sql AS
 $$ SELECT coalesce(sum(total_bytes), 0) FROM pg_backend_memory_contexts WHERE name LIKE 'idem%memo' $$;

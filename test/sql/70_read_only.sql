@@ -1,7 +1,7 @@
 -- Every idem function inside a READ ONLY transaction: each one that would
 -- write refuses with 25006 (purge_expired deletes without the executor, so
 -- it must check for itself), each one that only reads answers as usual (a
--- replay works read-only, DESIGN.md), and no table changes. The list of
+-- replay works read-only, docs/contract.md "Claiming a key"), and no table changes. The list of
 -- calls is checked against pg_proc: a new VOLATILE function must be added.
 TRUNCATE idem.idempotency_request, idem.consumed_message, idem.outbox_event;
 SET idem.lock_timeout = '5min';

@@ -22,7 +22,7 @@ SELECT state_of(format($$SELECT idem.extend_lock('rc', 'k2', %s, '1 hour')$$, :g
 SELECT state_of(format($$SELECT idem.mark_succeeded('rc', 'k2', %s, 200)$$, :g));
 SELECT key, status, failure_code FROM idem.idempotency_request WHERE key = 'k2';
 
--- The sweeper still writes 'abandoned' (DESIGN.md), and its owner may still
+-- The sweeper still writes 'abandoned' (docs/contract.md "Expiry and maintenance"), and its owner may still
 -- finish the key.
 SELECT fence AS s FROM idem.claim_idempotency_key('rc', 'swept', 'h') \gset
 UPDATE idem.idempotency_request SET claimed_at = now() - interval '2 hours',

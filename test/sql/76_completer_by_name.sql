@@ -1,4 +1,4 @@
--- pg_upgrade carries idem's tables (DESIGN.md "Version 1.1"): no column of
+-- pg_upgrade carries idem's tables (docs/contract.md "Version 1.1"): no column of
 -- any of its relations has a reg* type whose OIDs pg_upgrade cannot keep,
 -- directly or inside a domain, an array, a composite or a range (the check
 -- pg_upgrade makes, "Checking for reg* data types in user tables"). So a

@@ -1,4 +1,4 @@
--- idem.run_maintenance() (DESIGN.md "Version 1.2"): one worker round in one
+-- idem.run_maintenance() (docs/contract.md "One worker round in one call"): one worker round in one
 -- call, in the caller's transaction, with a jsonb report of what each stage
 -- did; each completer runs as its owner, in a subtransaction of its own, with
 -- no way back to the caller's or the extension owner's rights.

@@ -1,5 +1,5 @@
--- idem.release and idem.peek, and P4002's stored status (DESIGN.md
--- "Version 1.2: Calls that adapters need"): an adapter forgets a key whose
+-- idem.release and idem.peek, and P4002's stored status (docs/contract.md
+-- "Calls that adapters need"): an adapter forgets a key whose
 -- handler failed, so a corrected request may run under it, and reads a key
 -- by its name alone. Every answer and every refusal, with its SQLSTATE.
 TRUNCATE idem.idempotency_request;

@@ -1,4 +1,4 @@
--- Scopes owned by roles (DESIGN.md "Scopes owned by roles", issue #32): a
+-- Scopes owned by roles (docs/contract.md "Version 1.2: scopes owned by roles"): a
 -- scope is covered by the longest scope_prefix of idem.scope_owner it starts
 -- with, and every call that reads or writes a covered scope's keys, a covered
 -- consumer's messages or a covered scope's outbox events refuses, with 42501,

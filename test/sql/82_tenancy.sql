@@ -1,4 +1,4 @@
--- The tenancy suite (issue 41): two services share one database, set up as
+-- The tenancy suite: two services share one database, set up as
 -- docs/tenants.md shows (an owner role per service, a web role and a relay
 -- that are members of it, idem.require_scope_owner on), each granted what
 -- README "Privileges" and docs/tenants.md grant a service: the request path,
@@ -15,7 +15,7 @@
 -- orders' may change. The views and tables reveal nothing to billing. A
 -- policy row of orders cannot be taken into billing's scopes.
 --
--- Which role is judged (issue 41, point 10): the session's (SET ROLE's,
+-- Which role is judged: the session's (SET ROLE's,
 -- else the login's), in both engines, also inside another role's SECURITY
 -- DEFINER function: billing's own function, called from an orders session,
 -- acts with orders' scopes and none of billing's.
@@ -351,7 +351,7 @@ SELECT idem.outbox_published(id, lease_fence) FROM public.t82_events WHERE state
 RESET ROLE;
 SELECT status FROM idem.outbox_event o JOIN public.t82_events e USING (id) WHERE e.state = 'leased';
 
--- ==== which role is judged: the session's (issue 41, point 10) ====
+-- ==== which role is judged: the session's ====
 -- billing owns a SECURITY DEFINER function that claims a key, and grants it
 -- to orders. Called from an orders session it runs as billing
 -- (current_user), but idem judges the session's role, orders: it can use

@@ -1,6 +1,6 @@
 # A round that fails is shown and counted, and one scope's failure does not
-# stop the round for the others (issue 41, "a failed worker round is
-# invisible"). A trigger on the key table, created by a superuser here,
+# stop the round for the others (before 1.2 a failed round was
+# invisible). A trigger on the key table, created by a superuser here,
 # stands for tenant-caused failure: it raises on every UPDATE and DELETE of
 # scope "evil"'s rows. The worker must still sweep and purge scope "good"
 # within a deadline; idem.worker_status must say "failing" with the error,

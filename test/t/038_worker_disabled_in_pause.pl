@@ -1,5 +1,5 @@
 # idem.worker_enabled = off and a reload reach a worker that sits in a long
-# pause at once (issue 41: worker.cpp's comment says disabling ends a pause
+# pause at once (worker.cpp's comment says disabling ends a pause
 # at once, and no test checked it). Two pauses: the naptime between rounds
 # (idem.naptime = 1 hour here) and the pause after a full batch
 # (idem.batch_delay = 1 minute). In both the worker must show

@@ -1,5 +1,5 @@
 # idem.run_maintenance() (the C++ engine, no worker: as pg_cron calls it)
-# against hostile completers (issue 41, points 4 and 7):
+# against hostile completers:
 # - a completer that raises SQLSTATE 57014 itself (RAISE ... USING ERRCODE
 #   = 'query_canceled') is contained like any other error: logged with scope
 #   and key, counted, and the same call's sweep and purge commit;

@@ -1,4 +1,4 @@
-# The completer under the worker (DESIGN.md "The completer"): abandoned keys
+# The completer under the worker (docs/contract.md "The completer"): abandoned keys
 # of a scope with a completer are claimed by the worker ('idem completer')
 # and driven to their end by the completer, run as its owner. One scope per
 # behaviour: success, raise, an infinite loop (cancelled by the key's lock),

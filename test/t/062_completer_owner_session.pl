@@ -1,5 +1,5 @@
 # A completer runs wholly as its owner, in a session that ends with it
-# (issue #27, defect 2; docs/policy.md, "The completer"). Hostile completers owned by
+# (since 1.1; docs/policy.md, "The completer"). Hostile completers owned by
 # a role that may only name them try what a session outlives a function
 # with: a deferred constraint trigger and a WITH HOLD cursor that run at
 # COMMIT (and try ALTER ROLE ... SUPERUSER there), ON COMMIT actions,

@@ -1,7 +1,7 @@
-# Completers of every form the policy trigger accepts run (issue #27):
-# - a LANGUAGE sql completer, whose void result is a null (defect 14: it
+# Completers of every form the policy trigger accepts run:
+# - a LANGUAGE sql completer, whose void result is a null (before 1.1 it
 #   failed every round with "function ... returned NULL");
-# - a scope whose lock lasts 30 days (defect 5: the remaining milliseconds
+# - a scope whose lock lasts 30 days (before 1.1 the remaining milliseconds
 #   were narrowed to int, wrapped negative, and the completer was cancelled
 #   at once);
 # - a completer that swallows its own statement timeout is terminated once

@@ -1,5 +1,5 @@
-# When a completer may not run yet (issue #27, "Tests that catch what they
-# claim to"):
+# When a completer may not run yet (each case fails against code that
+# ignores it):
 # - completer_delay: an abandoned key of a scope with a long delay stays
 #   untouched, round after round, while a scope with a short delay is
 #   completed; a completer that ignored completer_delay fails here;

@@ -1,5 +1,5 @@
-# One tenant's completer cannot stall the worker for the others (issue 41,
-# point 3). Tenant a's completer catches every cancel and sleeps on, on a
+# One tenant's completer cannot stall the worker for the others (the
+# C++ engine). Tenant a's completer catches every cancel and sleeps on, on a
 # scope whose lock lasts 30 days; while it hangs:
 # - the worker's rounds go on: another scope's stale key is swept while the
 #   hostile completer still hangs (the time it took is measured and printed);

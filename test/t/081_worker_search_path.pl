@@ -3,7 +3,7 @@
 # of that database applies, the worker's included; whatever the worker runs
 # (its statements, and the code they fire: triggers an operator put on the
 # key table) must not resolve a name through the owner's schema. The worker
-# pins its search_path to pg_catalog, pg_temp at connection (issue #27).
+# pins its search_path to pg_catalog, pg_temp at connection (since 1.1).
 #
 # The owner shadows text = text; the superuser's own delete trigger on the
 # key table, written without qualifying its operators, records the path it

@@ -1,6 +1,6 @@
 # On a hot standby of a primary with idem: every idem function that writes
 # raises 25006 (read_only_sql_transaction) and leaves nothing behind, a
-# replay and the other reads answer as on the primary (DESIGN.md, "Beyond
+# replay and the other reads answer as on the primary (docs/contract.md, "Beyond
 # one server": a hot standby answers replays read-only), and the worker
 # idles there. Every function of schema idem is classified below, so a new
 # one cannot be added without saying what a standby does with it.

@@ -67,7 +67,7 @@ my $apart = $ENV{IDEM_DIFF_PORTABLE_APART} // 1;
 my $shown_mismatches = $ENV{IDEM_DIFF_SHOW} // 6;
 my $via = $ENV{IDEM_DIFF_PORTABLE_VIA} // 'file';
 # IDEM_DIFF_ICU_LOCALE=cy-GB makes both databases with that ICU collation
-# (issue 41: the engines must answer alike whatever the collation).
+# (the engines must answer alike whatever the collation).
 my $icu = $ENV{IDEM_DIFF_ICU_LOCALE} // '';
 BAIL_OUT("IDEM_DIFF_ICU_LOCALE=$icu: an ICU locale name") unless $icu =~ /^[A-Za-z0-9_-]*$/;
 my $db_options = $icu eq '' ? ''

@@ -1,4 +1,4 @@
-# pg_upgrade of a cluster with idem (DESIGN.md "Version 1.1": every database
+# pg_upgrade of a cluster with idem (docs/contract.md "Version 1.1": every database
 # with idem can move to a newer major with pg_upgrade). The old cluster holds
 # keys in every state, a scope policy with a completer (and one whose
 # completer was dropped), inbox messages and outbox events pending, leased

@@ -1,4 +1,4 @@
-# The completer flip race (issue 41, point 2). A policy writer flips its
+# The completer flip race. A policy writer flips its
 # completer between SECURITY INVOKER and DEFINER in a loop (ALTER FUNCTION
 # takes no lock) while idem.run_maintenance() runs as the extension's owner
 # and, then, while the writer's own idem.run_completers() runs. Before 1.2's

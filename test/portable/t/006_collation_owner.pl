@@ -1,4 +1,4 @@
-# The owner of a scope under the database's collation (issue 41, point 8).
+# The owner of a scope under the database's collation.
 # A scope is covered by the longest idem.scope_owner prefix it starts with,
 # the longest by length as the C++ engine takes it
 # (src/pure/scope_prefix.cpp). The portable engine once took the greatest

@@ -1,5 +1,5 @@
 # idem.run_maintenance() on the portable engine whatever a completer does
-# (issue 41, points 4 and 5):
+# (a completer of another tenant must not stop the maintenance):
 #  - a completer's error of any SQLSTATE, 57014 (query_canceled) raised by
 #    it included, which PL/pgSQL's WHEN OTHERS does not catch, is contained,
 #    logged with its scope and key, and counted, and the call's other

@@ -1,5 +1,5 @@
 # The differential test (test/t/088_engine_differential.pl) with both
-# databases made with the ICU collation cy-GB (issue 41, point 8: the
+# databases made with the ICU collation cy-GB (the
 # engines answer alike whatever the database's collation), the portable
 # engine installed with the SQL file by the database's owner. 088's
 # settings apply (IDEM_DIFF_SEQUENCES, default 200).

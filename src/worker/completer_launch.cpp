@@ -10,13 +10,13 @@
 // start (a server setting, which a policy writer cannot raise); at most
 // idem.completer_max_processes runs at once, of which at most
 // completer_owner_limit() of one owner.
-#include "policy/completer_launch.hpp"
+#include "worker/completer_launch.hpp"
 
-#include "policy/completer_call.hpp"
-#include "policy/completer_run.hpp"
+#include "worker/completer_call.hpp"
+#include "worker/completer_run.hpp"
 #include "pg/guard.hpp"
 #include "pg/spi_session.hpp"
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 #include "worker/worker_settings.hpp"
 
 extern "C" {
@@ -230,14 +230,7 @@ Launch claim_and_launch(MemoryContext round_context, const Candidate &candidate,
   Oid owner;
   const char *reason = why_not_runnable(candidate.completer, &owner);
   if (reason != nullptr) {
-    ereport(WARNING,
-            (errmsg("idem completer %s for scope \"%s\", key \"%s\" cannot be run",
-                    OidIsValid(owner) ? format_procedure(candidate.completer)
-                                      : psprintf("%u", candidate.completer),
-                    TextDatumGetCString(candidate.scope), TextDatumGetCString(candidate.key)),
-             errdetail_internal("%s", reason),
-             errhint("Fix the completer of the scope in idem.scope_policy, or its owner; the key "
-                     "stays claimed until its lock runs out, then a later round tries again.")));
+    warn_completer_not_runnable(candidate, owner, reason);
     end_transaction();  // the attempt counts: max_attempts bounds the tries
     return Launch::not_runnable;
   }
@@ -303,6 +296,17 @@ void report_lost_run(const Run &run, const Candidate &candidate) {
 }
 
 }  // namespace
+
+void warn_completer_not_runnable(const Candidate &candidate, Oid owner, const char *reason) {
+  ereport(WARNING,
+          (errmsg("idem completer %s for scope \"%s\", key \"%s\" cannot be run",
+                  OidIsValid(owner) ? format_procedure(candidate.completer)
+                                    : psprintf("%u", candidate.completer),
+                  TextDatumGetCString(candidate.scope), TextDatumGetCString(candidate.key)),
+           errdetail_internal("%s", reason),
+           errhint("Fix the completer of the scope in idem.scope_policy, or its owner; the key "
+                   "stays claimed until its lock runs out, then a later round tries again.")));
+}
 
 Launch launch_completer(MemoryContext round_context, const Candidate &candidate) {
   static bool exit_callback_registered = false;

@@ -1,4 +1,4 @@
-#include "keys/arguments.hpp"
+#include "base/arguments.hpp"
 
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"

@@ -8,14 +8,14 @@
 // (completer_launch.cpp watches it and ends it past its deadline); and, at a
 // later round, once the process has stopped, a look at what it recorded. No
 // code of the completer's ever runs in the worker's session.
-#include "policy/completer.hpp"
+#include "worker/completer.hpp"
 
 #include "pg/catalog_cache.hpp"
-#include "policy/completer_launch.hpp"
+#include "worker/completer_launch.hpp"
 #include "pg/guard.hpp"
 #include "policy/scope_policy.hpp"
 #include "pg/spi_session.hpp"
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 #include "worker/worker_settings.hpp"
 
 extern "C" {

@@ -1,8 +1,13 @@
-// Library entry: the magic block and _PG_init.
+// Library entry: the magic block and _PG_init, the top of src/ (as pg_cron.c
+// and pgduckdb.cpp are theirs): it includes the subsystems and wires them
+// together (settings, background workers, shared memory, hooks); nothing
+// includes it.
+#include "keys/backend_writes.hpp"
 #include "messages/message_maintenance.hpp"
+#include "module/shared_memory.hpp"
 #include "pg/pg.hpp"
 #include "pg/settings.hpp"
-#include "pg/shared_memory.hpp"
+#include "pg/spi_session.hpp"
 #include "waits/wait_slots.hpp"
 #include "worker/launcher.hpp"
 #include "worker/worker_settings.hpp"
@@ -16,6 +21,8 @@ IDEM_MODULE_MAGIC("1.2");
 PGDLLEXPORT void _PG_init(void);
 
 void _PG_init(void) {
+  // Every kept statement may write: the claim memo counts them.
+  idem::set_statement_run_hook(idem::backend_writes::note);
   idem::define_key_store_settings();
   idem::define_worker_settings();
   idem::define_message_settings();

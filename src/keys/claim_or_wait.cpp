@@ -7,7 +7,7 @@
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
 #include "keys/statement_memo.hpp"
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 #include "waits/wait_slots.hpp"
 
 extern "C" {

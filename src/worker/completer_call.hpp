@@ -12,7 +12,7 @@
 
 #include "pg/pg.hpp"
 #include "pg/spi_session.hpp"
-#include "policy/completer.hpp"
+#include "worker/completer.hpp"
 
 namespace idem {
 

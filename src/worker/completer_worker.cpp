@@ -15,8 +15,8 @@
 // (the worker's, a second past the run's deadline) and postmaster death end
 // the process directly, as in any backend.
 #include "pg/guard.hpp"
-#include "policy/completer_call.hpp"
-#include "policy/completer_run.hpp"
+#include "worker/completer_call.hpp"
+#include "worker/completer_run.hpp"
 
 extern "C" {
 #include "catalog/pg_collation.h"

@@ -1,6 +1,6 @@
 // The shared-memory table behind stats.hpp: one row per database, claimed by
 // the database's first counted event, plus one overflow row.
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 
 
 extern "C" {

@@ -16,12 +16,12 @@
 // A completer may not call idem.run_maintenance() itself
 // (completer_is_running): the nested call would run other scopes'
 // completers inside this one's run.
-#include "policy/completer_call.hpp"
+#include "worker/completer_call.hpp"
 
 #include "pg/catalog_cache.hpp"
-#include "policy/completer_launch.hpp"
+#include "worker/completer_launch.hpp"
 #include "policy/scope_owner.hpp"
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 #include "worker/worker_settings.hpp"
 
 extern "C" {
@@ -336,14 +336,7 @@ KeyEnd complete_one(SpiSession *session, const Candidate &candidate) {
   Oid owner;
   const char *reason = completer_not_runnable(candidate.completer, &owner);
   if (reason != nullptr) {
-    ereport(WARNING,
-            (errmsg("idem completer %s for scope \"%s\", key \"%s\" cannot be run",
-                    OidIsValid(owner) ? format_procedure(candidate.completer)
-                                      : psprintf("%u", candidate.completer),
-                    TextDatumGetCString(candidate.scope), TextDatumGetCString(candidate.key)),
-             errdetail_internal("%s", reason),
-             errhint("Fix the completer of the scope in idem.scope_policy, or its owner; the key "
-                     "stays claimed until its lock runs out, then a later round tries again.")));
+    warn_completer_not_runnable(candidate, owner, reason);
     return KeyEnd::failed;
   }
   if (run_in_subtransaction(session, owner, candidate, ownership) == CallEnd::raised)

@@ -2,7 +2,7 @@
 // idem.stats: idem.stats_counters() and idem.stats_reset().
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 
 namespace idem {
 

@@ -30,6 +30,12 @@ inline bool outcome_status(const char *status, const char *failure_code) {
            strcmp(failure_code, "abandoned") == 0);
 }
 
+// The WARNING that a key's completer cannot be run (reason:
+// completer_not_runnable's, completer_call.hpp; owner: the function's owner,
+// InvalidOid when the function is gone). One text for the worker's round and
+// idem.run_maintenance's call, which both leave the key claimed.
+void warn_completer_not_runnable(const Candidate &candidate, Oid owner, const char *reason);
+
 // The worker's own short transactions, one per step of the round.
 void begin_transaction(const char *activity);
 void end_transaction();

@@ -1,9 +1,9 @@
-#include "pg/shared_memory.hpp"
+#include "module/shared_memory.hpp"
 
 #include "pg/guard.hpp"
 #include "waits/request_durations.hpp"
 #include "waits/session_binding.hpp"
-#include "keys/stats.hpp"
+#include "base/stats.hpp"
 #include "waits/wait_slots.hpp"
 #include "worker/worker_status.hpp"
 
