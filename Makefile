@@ -16,14 +16,14 @@ PG_CPPFLAGS = -I$(srcdir)/src
 PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Wno-unused-parameter
 SHLIB_LINK += -lstdc++ -lcrypto
 
-# pg_regress: inputs in sql/ (beside the extension scripts), outputs in
-# expected/, the classic PGXS layout. Isolation specs live in test/specs with
-# their outputs in test/expected. Both run against a temporary instance that
-# preloads idem (test/installcheck.conf), as pg_cron does, so
-# `make installcheck` needs no running server; it must not run as root
-# (initdb refuses).
-REGRESS = $(filter-out idem--%,$(basename $(notdir $(wildcard sql/*.sql))))
-REGRESS_OPTS = --temp-config=test/installcheck.conf --temp-instance=tmp_check/regress
+# One test tree, as pgvector keeps it (--inputdir=test): pg_regress inputs in
+# test/sql, isolation specs in test/specs, the outputs of both in
+# test/expected; sql/ holds the extension scripts only. Both run against a
+# temporary instance that preloads idem (test/installcheck.conf), as pg_cron
+# does, so `make installcheck` needs no running server; it must not run as
+# root (initdb refuses). docs/testing.md says how to run one file.
+REGRESS = $(basename $(notdir $(wildcard test/sql/*.sql)))
+REGRESS_OPTS = --inputdir=test --temp-config=test/installcheck.conf --temp-instance=tmp_check/regress
 ISOLATION = $(basename $(notdir $(wildcard test/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test --outputdir=output_iso \
 	--temp-config=test/installcheck.conf --temp-instance=tmp_check/isolation
@@ -92,10 +92,11 @@ kept-statements:
 	build/print_kept_statements >docs/kept-statements.sql.tmp
 	mv docs/kept-statements.sql.tmp docs/kept-statements.sql
 
-# The PGXN release zip, NAME-VERSION.zip from META.json (scripts/make_dist.sh).
-.PHONY: dist
-dist:
-	scripts/make_dist.sh
+# The PGXN release zip, build/NAME-VERSION.zip from META.json
+# (scripts/pgxn_zip.sh). Not `make dist`: dist/ is the portable engine.
+.PHONY: pgxn-zip
+pgxn-zip:
+	scripts/pgxn_zip.sh
 
 # The portable engine (SQL and PL/pgSQL, for servers that load no library):
 # its pg_tle registration and SQL-file installs, written from the C++

@@ -9,7 +9,7 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-pgtap
   libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3
   libdbd-pg-perl
-  nodejs python3-psycopg default-jdk-headless libpostgresql-jdbc-java  # examples/clients
+  nodejs python3-psycopg default-jdk-headless libpostgresql-jdbc-java  # examples/http
   python3-starlette python3-fastapi python3-httpx python3-pytest python3-anyio python3-uvicorn
   python3-pip python3-setuptools python3-wheel python3-venv  # clients/python: test/extra.d/python_package.sh
   patroni python3-etcd etcd-server pgbouncer postgresql-$PG_MAJOR-plproxy  # test/cluster
@@ -17,6 +17,24 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   flex bison libkrb5-dev postgresql-$PG_MAJOR-cron patch)  # test/portable.sh: pg_tle's build, pg_cron, the regress runner
 
 say() { printf '==> %s\n' "$*"; }
+
+# The pg_tle source tree the portable engine's pg_tle suites build pg_tle
+# from (test/portable.sh): the setting PG_TLE_SRC, else the snapshot beside
+# the clone, ../shared/third_party/pg_tle (for a git worktree: beside the
+# clone it belongs to). Prints its absolute path; fails when there is none,
+# and those suites then skip. Run from the clone's top directory.
+pg_tle_source() {
+  local common
+  if [ -n "${PG_TLE_SRC:-}" ]; then
+    [ -f "$PG_TLE_SRC/Makefile" ] || return 1
+    (cd "$PG_TLE_SRC" && pwd)
+    return
+  fi
+  if [ -f ../shared/third_party/pg_tle/Makefile ]; then (cd ../shared/third_party/pg_tle && pwd); return; fi
+  common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null) || return 1
+  [ -f "$common/../../shared/third_party/pg_tle/Makefile" ] || return 1
+  (cd "$common/../../shared/third_party/pg_tle" && pwd)
+}
 
 # Installs what is missing of the named packages (Debian, as root);
 # otherwise checks they are there.

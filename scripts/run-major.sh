@@ -74,26 +74,18 @@ run_package_test() {
 }
 
 # pg_tle's source (the portable engine's pg_tle install, test/portable.sh):
-# a snapshot beside the clone, in ../shared/third_party/pg_tle, found from
-# the clone (or, for a git worktree, from the clone it belongs to), or where
-# IDEM_PG_TLE_SRC says. It is copied into the target's directory, where the
-# build may write (shared/ may be read-only) and which a chroot has mounted.
-pg_tle_source() {
-  local common
-  if [ -n "${IDEM_PG_TLE_SRC:-}" ]; then echo "$IDEM_PG_TLE_SRC"; return; fi
-  if [ -f ../shared/third_party/pg_tle/Makefile ]; then echo "$PWD/../shared/third_party/pg_tle"; return; fi
-  common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null) || return 1
-  [ -f "$common/../../shared/third_party/pg_tle/Makefile" ] && echo "$common/../../shared/third_party/pg_tle"
-}
+# the setting PG_TLE_SRC (scripts/lib.sh pg_tle_source, docs/testing.md). It
+# is copied into the target's directory, where the build may write (the
+# source may be read-only) and which a chroot has mounted.
 pg_tle=()
 if [ "$kind" != host ] && [ "$kind" != packages ] && [ "$kind" != assert ] &&
   { wanted portable || [[ " ${IDEM_ONLY:-} " == *" portable-"* ]]; }; then
-  if src=$(pg_tle_source) && [ -f "$src/Makefile" ]; then
+  if src=$(pg_tle_source); then
     rm -rf "$dir/pg_tle"
     cp -a "$src" "$dir/pg_tle"
     chmod -R u+w "$dir/pg_tle"
     pg_tle=(--pg-tle "$dir/pg_tle")
-  fi  # else test/portable.sh says "pg_tle: skipped"
+  fi  # else test/portable.sh says "pg_tle: SKIP" and names PG_TLE_SRC
 fi
 
 st=0

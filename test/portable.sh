@@ -5,9 +5,10 @@
 # The portable engine is for servers that cannot load idem's library, so it
 # is tested in a private copy of the installation WITHOUT idem's files
 # (scripts/lib.sh make_private_install_without_idem), with pg_tle built into
-# it from PG_TLE_SRC (run-major.sh copies ../shared/third_party/pg_tle under
-# the work directory; empty when that folder is absent, and then only the
-# pg_tle parts are skipped). Suites, each tallied:
+# it from PG_TLE_SRC (run-major.sh copies the setting PG_TLE_SRC's tree,
+# default ../shared/third_party/pg_tle, under the work directory; empty when
+# there is none, and then only the pg_tle parts are skipped). Suites, each
+# tallied:
 #   portable-install    test/portable/t/*.pl (prove): the pg_tle install, the
 #                       SQL-file install and its upgrades, maintenance under
 #                       pg_cron, each as a role that is not superuser; the
@@ -258,7 +259,8 @@ if portable_any_wanted; then
     echo "  the portable engine's setup failed (log: $log)"
     tally portable-setup 0 1
   fi
-  [ -n "$PG_TLE_SRC" ] || echo "pg_tle: skipped (../shared/third_party/pg_tle not found)"
+  [ -n "$PG_TLE_SRC" ] ||
+    echo "pg_tle: SKIP (the suites that install idem through pg_tle): no pg_tle source; set PG_TLE_SRC to a pg_tle source tree (default ../shared/third_party/pg_tle)"
 
   if [ $portable_ok = 1 ] && portable_wanted portable-install; then
     begin "portable-install (test/portable/t: pg_tle, SQL file, pg_cron; as non-superusers)"

@@ -238,9 +238,9 @@ if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
     log=$WORKDIR/pgtap.log
     as_user createdb idem_pgtap &&
       as_user psql -qX -d idem_pgtap -c 'CREATE EXTENSION pgtap; CREATE EXTENSION idem;' >/dev/null
-    bounded_as_user 600 pg_prove -d idem_pgtap pgtap/*.sql >"$log" 2>&1
+    bounded_as_user 600 pg_prove -d idem_pgtap test/pgtap/*.sql >"$log" 2>&1
     st=$?
-    grep -E '^pgtap/|^#|^Files=|^Result|^  STOPPED' "$log" | sed 's/^/    /'
+    grep -E '^test/pgtap/|^#|^Files=|^Result|^  STOPPED' "$log" | sed 's/^/    /'
     [ $st -eq 0 ] || tap_failure_summary "$log"
     tally_tap pgtap "$log" $st
   fi

@@ -93,7 +93,7 @@ BEGIN
 END $$;
 
 -- Receipts the shop sends after its commits, through idem's outbox and
--- relay/idem-relay. The relay calls idem.consume_once with the event's
+-- clients/relay/idem-relay. The relay calls idem.consume_once with the event's
 -- delivery key in this database's transaction before it calls this, so a
 -- redelivery (a relay killed after delivering, before marking) inserts
 -- nothing. Deliberately no UNIQUE either: the tests count rows.

@@ -52,7 +52,7 @@ CREATE TABLE shop.audit_log (
 -- The receipt e-mail leaves through idem's transactional outbox: phase 4
 -- puts it (idem.outbox_put) in the transaction that marks the key
 -- succeeded, so it exists if and only if that commit happened, and
--- relay/idem-relay delivers it after the commit to the provider's
+-- clients/relay/idem-relay delivers it after the commit to the provider's
 -- receipts, which deduplicate on its delivery key (idem.consume_once).
 
 -- The merchant account the shop holds at the provider.

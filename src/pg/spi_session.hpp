@@ -17,7 +17,7 @@
 // Whose search_path a statement is analysed under: every spi_connect is
 // reached either from a SECURITY DEFINER function of schema idem, each
 // pinned to search_path = pg_catalog, pg_temp (sql/idem--1.0--1.1.sql,
-// section search_path; sql/61_hostile_role.sql checks all of them), or from
+// section search_path; test/sql/61_hostile_role.sql checks all of them), or from
 // the background worker, which pins its own at connection (worker.cpp). No
 // other function of idem (the row CHECKs, request_hash, the stats and
 // worker_status readers, the policy triggers) runs SPI; one that did would

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The client examples (examples/clients): a Python, a Node and a Java HTTP
-# endpoint on idem, each driven by examples/clients/drive.py with a short
+# The client examples (examples/http): a Python, a Node and a Java HTTP
+# endpoint on idem, each driven by examples/http/drive.py with a short
 # load of concurrent duplicates and judged by the orders left behind.
 # JDBC needs TCP, so the suite runs a cluster of its own on 127.0.0.1, with
 # idem preloaded, on port PGPORT - 30000: below Linux's ephemeral range
@@ -11,7 +11,7 @@
 # package-lock.json into a copy of it. Last line "clients: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-examples=$(pwd)/examples/clients
+examples=$(pwd)/examples/http
 work=${IDEM_WORK:-/tmp}/clients-extra
 rm -rf "$work" && mkdir -p "$work"
 # (A run's ports below the ephemeral range already: 20 above its own.)
@@ -103,13 +103,13 @@ finish_server
 # Node: Debian's nodejs; express and pg from the npm registry, as locked,
 # and the package clients/node from this tree (file:../../../clients/node):
 # both are copied with their places kept, without installed modules.
-mkdir -p "$work/tree/examples/clients" "$work/tree/clients"
-cp -r "$examples/node" "$work/tree/examples/clients/node"
+mkdir -p "$work/tree/examples/http" "$work/tree/clients"
+cp -r "$examples/node" "$work/tree/examples/http/node"
 cp -r clients/node "$work/tree/clients/node"
-rm -rf "$work/tree/examples/clients/node/node_modules" "$work/tree/clients/node/node_modules"
-if (cd "$work/tree/examples/clients/node" && npm ci --no-audit --no-fund --cache "$work/npm-cache" >"$work/npm.log" 2>&1); then
+rm -rf "$work/tree/examples/http/node/node_modules" "$work/tree/clients/node/node_modules"
+if (cd "$work/tree/examples/http/node" && npm ci --no-audit --no-fund --cache "$work/npm-cache" >"$work/npm.log" 2>&1); then
   if start_server node "$work/node.log" env DATABASE_URL="$app_url" PORT=0 \
-      node "$work/tree/examples/clients/node/server.js"; then
+      node "$work/tree/examples/http/node/server.js"; then
     drive node "$server_port"
   fi
 else

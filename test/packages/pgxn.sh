@@ -1,5 +1,5 @@
 # The PGXN part of test/packages.sh (sourced): the release zip from
-# scripts/make_dist.sh, its layout, and `pgxn install` of it on a bookworm
+# scripts/pgxn_zip.sh, its layout, and `pgxn install` of it on a bookworm
 # machine that has PostgreSQL 15, its headers, a compiler and pgxnclient and
 # has never seen idem (a tarball of such a machine, cached, unpacked afresh).
 
@@ -44,7 +44,7 @@ test_pgxn() {  # port
   dist=idem-$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$TREE/META.json")
   echo "==> PGXN: $dist.zip on bookworm"
   mkdir -p "$WORK/dist"
-  timed "make_dist.sh (validates META.json)" "$WORK/dist.log" bash "$TREE/scripts/make_dist.sh" --worktree "$WORK/dist" || return
+  timed "pgxn_zip.sh (validates META.json)" "$WORK/dist.log" bash "$TREE/scripts/pgxn_zip.sh" --worktree "$WORK/dist" || return
   zip=$WORK/dist/$dist.zip
   sizes+=("$dist.zip: $(stat -c %s "$zip") bytes, $(python3 -m zipfile -l "$zip" | tail -n +2 | wc -l) entries")
   check "the zip's layout: one $dist/ with META.json, no .git, no build product" zip_layout "$zip" "$dist"

@@ -167,9 +167,9 @@ run_pgtap() {  # file|pgtle
   how=$(sql -U "$owner" -d "$db" -c "SELECT 'CREATE EXTENSION idem ' || extversion FROM pg_extension WHERE extname = 'idem'")
   [ -n "$how" ] || how="idem.installed_version $(sql -U "$owner" -d "$db" -c 'SELECT version FROM idem.installed_version')"
   echo "  pgTAP $(how_of $part): $how, as $owner (not superuser)"
-  as_user env PATH="$BIN:$PATH" pg_prove -U "$owner" -d "$db" pgtap/*.sql >>"$log" 2>&1
+  as_user env PATH="$BIN:$PATH" pg_prove -U "$owner" -d "$db" test/pgtap/*.sql >>"$log" 2>&1
   st=$?
-  grep -E '^pgtap/|^#|^Files=|^Result' "$log" | sed 's/^/    /'
+  grep -E '^test/pgtap/|^#|^Files=|^Result' "$log" | sed 's/^/    /'
   [ $st -eq 0 ] || sed -n '/^Test Summary Report/,/^Files=/p' "$log" | grep -v '^Files=' | sed 's/^/    /'
   read -r p f < <(count_tap "$log" $st)
   sql -U postgres -d postgres -c "DROP DATABASE $db" >>"$log" 2>&1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The regress suite (sql/*.sql against expected/*.out) run on the portable
-# engine, the way pg_regress runs it on the C++ one: one database
+# The regress suite (test/sql/*.sql against test/expected/*.out) run on the
+# portable engine, the way pg_regress runs it on the C++ one: one database
 # (contrib_regression, made like pg_regress makes it), the files in order,
 # psql -X -a -q with input on stdin, pg_regress's environment (time zone,
 # date and interval style, C messages).
@@ -59,10 +59,7 @@ if [ $# -gt 0 ]; then
   tests=("$@")
 else
   tests=()
-  for f in sql/*.sql; do
-    t=$(basename "$f" .sql)
-    [[ $t == idem--* ]] || tests+=("$t")
-  done
+  for f in test/sql/*.sql; do tests+=("$(basename "$f" .sql)"); done
 fi
 
 # The skip list: "<test> <reason>" or "<mode>:<test> <reason>".
@@ -138,7 +135,7 @@ for t in "${tests[@]}"; do
     printf '%-36s ... skipped (%s)\n' "$t" "$reason"
     continue
   fi
-  input=$TREE/sql/$t.sql
+  input=$TREE/test/sql/$t.sql
   result=$OUTDIR/results/$t.out
   # A reviewed edit of the input (test/portable/input/<test>.diff): where a
   # statement's effect differs by design (a setting refused at SET by the
@@ -158,7 +155,7 @@ for t in "${tests[@]}"; do
   best= bestsize=
   patch_out=$TREE/test/portable/expected/$t.diff
   [ "$MODE" = file ] && patch_out=$TREE/test/portable/expected/file/$t.diff
-  for e in "$TREE"/expected/"$t".out "$TREE"/expected/"$t"_[0-9].out; do
+  for e in "$TREE"/test/expected/"$t".out "$TREE"/test/expected/"$t"_[0-9].out; do
     [ -f "$e" ] || continue
     exp=$OUTDIR/expected/$(basename "$e")
     drop_context <"$e" | install_expected >"$exp"
@@ -179,7 +176,7 @@ for t in "${tests[@]}"; do
   done
   if [ $UPDATE = 1 ] && [ -n "$best" ] && [ "$bestsize" -gt 0 ]; then
     mkdir -p "$(dirname "$patch_out")"
-    diff -U3 --label "expected/$t.out" --label "portable/$t.out" "$best" "$result" >"$patch_out"
+    diff -U3 --label "test/expected/$t.out" --label "portable/$t.out" "$best" "$result" >"$patch_out"
     echo "  wrote ${patch_out#$TREE/}: read it"
   fi
   if [ -z "$best" ]; then

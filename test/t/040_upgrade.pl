@@ -13,7 +13,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-# The tree with sql/, expected/ and test/ (test/suites.sh passes its copy).
+# The source tree, whose test/ holds the regress and isolation files
+# (test/suites.sh passes its copy).
 my $tree = $ENV{IDEM_TREE} // "$FindBin::RealBin/../..";
 
 my $node = PostgreSQL::Test::Cluster->new('upgrade');
@@ -502,13 +503,13 @@ install_1_0($contract);
 update_idem($contract);
 my ($psql_dir) = grep { -x "$_/psql" } split /:/, $ENV{PATH};
 my $out = PostgreSQL::Test::Utils::tempdir;
-my @regress = map { m{/([^/]+)\.sql$} ? $1 : () } grep { !m{/idem--} } glob("$tree/sql/*.sql");
+my @regress = map { m{/([^/]+)\.sql$} ? $1 : () } glob("$tree/test/sql/*.sql");
 my @specs = map { m{/([^/]+)\.spec$} ? $1 : () } glob("$tree/test/specs/*.spec");
 my @common = ('--use-existing', "--dbname=$contract", "--bindir=$psql_dir",
 	'--host=' . $node->host, '--port=' . $node->port);
 (my $isolation = $ENV{PG_REGRESS}) =~ s{regress/pg_regress$}{isolation/pg_isolation_regress};
 die "no pg_isolation_regress beside PG_REGRESS ($ENV{PG_REGRESS})" unless $isolation ne $ENV{PG_REGRESS} && -x $isolation;
-for my $suite ([ 'regress', $ENV{PG_REGRESS}, $tree, \@regress ],
+for my $suite ([ 'regress', $ENV{PG_REGRESS}, "$tree/test", \@regress ],
 	[ 'isolation', $isolation, "$tree/test", \@specs ])
 {
 	my ($name, $driver, $inputdir, $tests) = @$suite;

@@ -33,7 +33,7 @@ SELECT count(idem.outbox_put('relay', 'k' || g, 'evt',
                              'agg', (g % $aggregates)::text))
   FROM generate_series(1, $events) g});
 
-my $relay = "$FindBin::RealBin/../../relay/idem-relay";
+my $relay = "$FindBin::RealBin/../../clients/relay/idem-relay";
 my $dsn = 'dbi:Pg:host=' . $node->host . ';port=' . $node->port;
 my @cmd = ($relay, '--source', "$dsn;dbname=proof", '--target', "$dsn;dbname=target",
 	'--consumer', 'relay-test', '--deliver', 'public.deliver', '--lease', '1 second',

@@ -77,7 +77,7 @@ sub all_published {
 }
 
 my $log = PostgreSQL::Test::Utils::tempdir . '/relay.log';
-my $relay = "$FindBin::RealBin/../../relay/idem-relay";
+my $relay = "$FindBin::RealBin/../../clients/relay/idem-relay";
 my $dsn_of = sub { 'dbi:Pg:dbname=proof;host=' . $_[0]->host . ';port=' . $_[0]->port };
 my $relay_pid = fork_child('relay', sub {
 	open STDERR, '>', $log or die "$log: $!";

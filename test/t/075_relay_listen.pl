@@ -25,7 +25,7 @@ my $dsn = 'dbi:Pg:dbname=proof;host=' . $node->host . ';port=' . $node->port;
 my $relay = fork_child('relay', sub {
 	open STDERR, '>', $log or die "$log: $!";
 	delete $ENV{PGAPPNAME};    # set by the test framework; the relay names its sessions
-	exec("$FindBin::RealBin/../../relay/idem-relay", '--source', $dsn, '--target', $dsn,
+	exec("$FindBin::RealBin/../../clients/relay/idem-relay", '--source', $dsn, '--target', $dsn,
 		'--consumer', 'listen-test', '--deliver', 'public.deliver', '--poll', '3600') or die "exec: $!";
 });
 

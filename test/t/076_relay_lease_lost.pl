@@ -41,7 +41,7 @@ sub relay {
 	return fork_child("relay $name", sub {
 		open STDERR, '>', "$dir/relay-$name.log" or die "$dir/relay-$name.log: $!";
 		$ENV{PGAPPNAME} = "relay-$name";
-		exec("$FindBin::RealBin/../../relay/idem-relay", '--source', "$dsn;dbname=proof",
+		exec("$FindBin::RealBin/../../clients/relay/idem-relay", '--source', "$dsn;dbname=proof",
 			'--target', "$dsn;dbname=target", '--consumer', 'lease-lost', '--deliver', 'public.deliver',
 			'--lease', '1 second', '--batch', '1', '--poll', '0.1') or die "exec: $!";
 	});

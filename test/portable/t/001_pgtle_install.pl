@@ -9,7 +9,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IdemPortable;
 
-plan skip_all => 'pg_tle: skipped (../shared/third_party/pg_tle not found)'
+plan skip_all => 'pg_tle: SKIP (no pg_tle source: set PG_TLE_SRC, docs/testing.md)'
   unless $ENV{IDEM_PG_TLE};
 
 my $node = portable_node('pgtle', preload => ['pg_tle']);

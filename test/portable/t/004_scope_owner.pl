@@ -1,6 +1,6 @@
 # Scopes owned by roles where the portable engine differs from the C++ one
 # (docs/portable.md, "What the portable engine does differently"); the
-# shared behaviour is sql/80_scope_owner.sql, run on both engines.
+# shared behaviour is test/sql/80_scope_owner.sql, run on both engines.
 #  - idem.require_scope_owner has no registered setting: a session may SET
 #    it, and it counts as on when the session's value or the database's
 #    (ALTER DATABASE ... SET) is on, so a session can turn it on, not off;

@@ -23,7 +23,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-plan skip_all => 'pg_tle: skipped (../shared/third_party/pg_tle not found)'
+plan skip_all => 'pg_tle: SKIP (no pg_tle source: set PG_TLE_SRC, docs/testing.md)'
   unless $ENV{IDEM_PG_TLE};
 my $cpp_bin = $ENV{IDEM_CPP_BIN} or BAIL_OUT('IDEM_CPP_BIN is not set');
 my $pgtle_sql = tree_file('dist/idem-pgtle.sql');

@@ -1,5 +1,5 @@
 package Orders::Relay;
-# Runs idem's relay (relay/idem-relay) from the shop's outbox to the
+# Runs idem's relay (clients/relay/idem-relay) from the shop's outbox to the
 # provider's receipts until the outbox is drained. The first relay is killed
 # with SIGKILL as soon as it has delivered one receipt, leaving whatever it
 # had leased; the second one re-leases those events once their 2-second
@@ -11,7 +11,7 @@ use Time::HiRes qw(time sleep);
 
 sub path {
     my ($dir) = @_;    # examples/orders
-    return $ENV{IDEM_RELAY} // "$dir/../../relay/idem-relay";
+    return $ENV{IDEM_RELAY} // "$dir/../../clients/relay/idem-relay";
 }
 
 sub command {

@@ -1,5 +1,5 @@
 -- claim_or_wait is idempotent within one statement, as claim_idempotency_key
--- is (sql/50_statement_memo.sql): (claim_or_wait(...)).* calls the function
+-- is (test/sql/50_statement_memo.sql): (claim_or_wait(...)).* calls the function
 -- once per column of idem.claim, and only the first call may claim.
 CREATE FUNCTION wait_memo_new_claims() RETURNS bigint LANGUAGE sql AS
 $$ SELECT new_claim FROM idem.stats WHERE datname = current_database() $$;

@@ -8,7 +8,7 @@ SELECT idem.mark_failed('replay', 'final', :f, false, 'declined', NULL, 402);
 SELECT kind FROM idem.claim_idempotency_key('replay', 'k', 'h');
 SELECT kind FROM idem.claim_idempotency_key('replay', 'final', 'h');
 
--- The WAL this backend writes (wal_records_of, sql/00_install.sql): another
+-- The WAL this backend writes (wal_records_of, test/sql/00_install.sql): another
 -- process's WAL at the same time cannot make the test fail.
 BEGIN;
 SELECT kind, response_code FROM idem.claim_idempotency_key('replay', 'k', 'h');

@@ -8,19 +8,21 @@
 # META.json promises). META.json is validated against the PGXN meta-spec and
 # the zip's own tree (scripts/check_meta_json.py) before the zip is written.
 #
-#   scripts/make_dist.sh [--worktree] [OUT_DIR]     (`make dist` runs it)
+#   scripts/pgxn_zip.sh [--worktree] [OUT_DIR]     (`make pgxn-zip` runs it)
 #
 # By default it packs HEAD and refuses a tree with uncommitted changes to
 # tracked files; --worktree packs them too (the package test's use). OUT_DIR
-# defaults to the repository's top directory. Needs git, python3, and make
-# with pg_config only when a named file must be generated.
+# defaults to build/ (ignored by git), not the top directory, where a zip
+# would sit beside dist/, the portable engine's generated scripts, and read
+# like part of it. Needs git, python3, and make with pg_config only when a
+# named file must be generated.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 top=$PWD
 
 worktree=0
 [ "${1:-}" = --worktree ] && { worktree=1; shift; }
-out=$(mkdir -p "${1:-$top}" && cd "${1:-$top}" && pwd)
+out=$(mkdir -p "${1:-$top/build}" && cd "${1:-$top/build}" && pwd)
 
 meta() { python3 -c 'import json, sys; m = json.load(open("META.json")); print(eval(sys.argv[1]))' "$1"; }
 name=$(meta 'm["name"]')
@@ -32,7 +34,7 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
   if [ $worktree = 1 ]; then
     ref=$(git stash create)  # a commit of the working tree's tracked files; changes nothing
   else
-    echo "make_dist.sh: uncommitted changes; commit them, or pass --worktree" >&2
+    echo "pgxn_zip.sh: uncommitted changes; commit them, or pass --worktree" >&2
     exit 1
   fi
 fi
@@ -46,7 +48,7 @@ git archive --format=tar --prefix="$dist/" "$ref" | tar -x -C "$stage"
 for f in $(meta '"\n".join(v[k] for v in m["provides"].values() for k in ("file", "docfile") if k in v)'); do
   if [ ! -e "$stage/$dist/$f" ]; then
     make -s -C "$stage/$dist" "$f" >/dev/null ||
-      { echo "make_dist.sh: META.json names $f, which git does not track and make cannot build" >&2; exit 1; }
+      { echo "pgxn_zip.sh: META.json names $f, which git does not track and make cannot build" >&2; exit 1; }
     echo "generated $f"
   fi
 done

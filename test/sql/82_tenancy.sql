@@ -24,6 +24,7 @@
 -- does not account for (rows: a new function; add it to t82_covered with
 -- what the suite does about it).
 SET client_min_messages = warning;
+
 CREATE ROLE t82_orders_owner NOLOGIN;
 CREATE ROLE t82_billing_owner NOLOGIN;
 CREATE ROLE t82_orders_web LOGIN IN ROLE t82_orders_owner;
@@ -63,6 +64,7 @@ GRANT INSERT, UPDATE, DELETE ON idem.scope_policy TO t82_orders_web, t82_billing
 INSERT INTO idem.scope_owner (scope_prefix, owner) VALUES
     ('orders/', 't82_orders_owner'), ('billing/', 't82_billing_owner');
 SET idem.require_scope_owner = on;
+
 -- What orders made, with the fences and lease fences it holds; public, so
 -- that billing's tries below can use them.
 CREATE TABLE public.t82_keys (state text, key text, fence bigint);
@@ -72,6 +74,7 @@ CREATE TABLE public.t82_events (state text, id bigint, lease_fence bigint);
 CREATE TABLE public.t82_probe (kind text, call text, state text, answer text);
 GRANT SELECT, INSERT, UPDATE ON public.t82_keys, public.t82_messages, public.t82_events, public.t82_probe
   TO PUBLIC;
+
 -- Runs a statement and answers 'ok: <its first value>' or its whole error
 -- (SQLSTATE: message | detail | hint).
 CREATE FUNCTION public.t82_answer(statement text) RETURNS text LANGUAGE plpgsql AS $$
@@ -86,6 +89,7 @@ EXCEPTION WHEN OTHERS THEN
   GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
   RETURN format('%s: %s | %s | %s', SQLSTATE, SQLERRM, detail, hint);
 END $$;
+
 -- ==== orders: keys in every state ====
 -- abandoned and expired come from the sweep: their locks ran out first.
 SET ROLE t82_orders_web;
@@ -100,11 +104,6 @@ UPDATE idem.idempotency_request SET created_at = now() - interval '2 days',
        expires_at = now() - interval '1 day'
  WHERE scope = 'orders/pay' AND key = 'k_expired';
 SELECT idem.sweep_stale() >= 2 AS swept;
- swept 
--------
- t
-(1 row)
-
 SET ROLE t82_orders_web;
 INSERT INTO public.t82_keys SELECT 'processing', 'k_processing', fence
   FROM idem.claim_idempotency_key('orders/pay', 'k_processing', 'h');
@@ -120,34 +119,13 @@ INSERT INTO public.t82_keys SELECT 'succeeded, past expires_at', 'k_past', fence
   FROM idem.claim_idempotency_key('orders/pay', 'k_past', 'h');
 SELECT idem.set_recovery_point('orders/pay', 'k_processing', fence, 'charged')
   FROM public.t82_keys WHERE key = 'k_processing';
- set_recovery_point 
---------------------
- 
-(1 row)
-
 SELECT idem.mark_succeeded('orders/pay', key, fence, 201, '{"secret": "orders"}')
   FROM public.t82_keys WHERE key IN ('k_succeeded', 'k_past');
- mark_succeeded 
-----------------
- 
- 
-(2 rows)
-
 SELECT idem.mark_failed('orders/pay', 'k_retryable', fence, true, 'timeout')
   FROM public.t82_keys WHERE key = 'k_retryable';
- mark_failed 
--------------
- 
-(1 row)
-
 SELECT idem.mark_failed('orders/pay', 'k_final', fence, false, 'declined', 'card declined', 402,
                         '{"secret": "declined"}')
   FROM public.t82_keys WHERE key = 'k_final';
- mark_failed 
--------------
- 
-(1 row)
-
 INSERT INTO public.t82_keys VALUES ('does not exist', 'k_missing', 1);
 RESET ROLE;
 UPDATE idem.idempotency_request SET locked_until = now() - interval '1 second'
@@ -160,41 +138,20 @@ SELECT k.state, r.status, r.failure_code, r.locked_until < now() AS lock_over,
   FROM public.t82_keys k LEFT JOIN idem.idempotency_request r
     ON r.scope = 'orders/pay' AND r.key = k.key
  ORDER BY k.key;
-           state            |      status      | failure_code | lock_over | past_expiry 
-----------------------------+------------------+--------------+-----------+-------------
- abandoned                  | failed_retryable | abandoned    |           | f
- expired                    | failed_final     | expired      |           | t
- failed_final               | failed_final     | declined     |           | f
- does not exist             |                  |              |           | 
- succeeded, past expires_at | succeeded        |              |           | t
- processing                 | processing       |              | f         | f
- failed_retryable           | failed_retryable | timeout      |           | f
- processing, lock ran out   | processing       |              | t         | f
- succeeded                  | succeeded        |              |           | f
-(9 rows)
 
 -- ==== orders: messages in every state ====
 SET ROLE t82_orders_web;
 SELECT idem.consume_once('orders/inbox', 'm_consumed', 'h') AS consumed,
        idem.consume_once('orders/inbox', 'm_result', 'h') AS consumed,
        idem.consume_once('orders/inbox', 'm_expired', 'h') AS consumed;
- consumed | consumed | consumed 
-----------+----------+----------
- t        | t        | t
-(1 row)
-
 SELECT idem.set_consumed_result('orders/inbox', 'm_result', 'order', '42');
- set_consumed_result 
----------------------
- 
-(1 row)
-
 INSERT INTO public.t82_messages VALUES ('consumed', 'm_consumed'), ('with a result', 'm_result'),
     ('past expires_at', 'm_expired'), ('does not exist', 'm_missing');
 RESET ROLE;
 UPDATE idem.consumed_message SET consumed_at = now() - interval '2 days',
        expires_at = now() - interval '1 day'
  WHERE consumer = 'orders/inbox' AND message_id = 'm_expired';
+
 -- ==== orders: outbox events in every state ====
 SET ROLE t82_orders_web;
 INSERT INTO public.t82_events
@@ -208,35 +165,18 @@ UPDATE public.t82_events e SET lease_fence = l.lease_fence
  WHERE e.id = l.id;
 SET idem.outbox_max_attempts = 1;
 SELECT idem.outbox_failed(id, lease_fence, 'receiver said no') FROM public.t82_events WHERE state = 'dead';
- outbox_failed 
----------------
- 
-(1 row)
-
 RESET idem.outbox_max_attempts;
 SELECT idem.outbox_published(id, lease_fence) FROM public.t82_events WHERE state = 'published';
- outbox_published 
-------------------
- 
-(1 row)
-
 RESET ROLE;
 INSERT INTO public.t82_events VALUES ('does not exist', 9000000002, 1);
 SELECT e.state, o.status, o.lease_fence IS NOT NULL AS leased
   FROM public.t82_events e LEFT JOIN idem.outbox_event o ON o.id = e.id ORDER BY e.state;
-     state      |  status   | leased 
-----------------+-----------+--------
- dead           | dead      | f
- does not exist |           | f
- leased         | leased    | t
- pending        | pending   | f
- published      | published | f
-(5 rows)
 
 -- ==== orders: a policy ====
 SET ROLE t82_orders_web;
 INSERT INTO idem.scope_policy (scope, lock_timeout, max_attempts) VALUES ('orders/pay', '1 minute', 3);
 RESET ROLE;
+
 -- What orders has now, as text: compared after billing's tries.
 CREATE TABLE public.t82_before AS
   SELECT 'key' AS what, r::text AS row FROM idem.idempotency_request r WHERE r.scope LIKE 'orders/%'
@@ -244,13 +184,6 @@ CREATE TABLE public.t82_before AS
   UNION ALL SELECT 'event', o::text FROM idem.outbox_event o WHERE o.scope LIKE 'orders/%'
   UNION ALL SELECT 'policy', p::text FROM idem.scope_policy p WHERE p.scope LIKE 'orders/%';
 SELECT what, count(*) FROM public.t82_before GROUP BY what ORDER BY what;
-  what   | count 
----------+-------
- event   |     4
- key     |     8
- message |     3
- policy  |     1
-(4 rows)
 
 -- ==== billing tries every call on orders' keys, messages and events ====
 -- Each call, with %1$L the scope (the consumer), %2$L the key (the message
@@ -281,6 +214,7 @@ INSERT INTO public.t82_calls VALUES
   ('event', 'outbox_failed', $$SELECT idem.outbox_failed(%1$s, %2$s, 'killed')$$),
   ('event', 'outbox_failed, retry_after', $$SELECT idem.outbox_failed(%1$s, %2$s, 'killed', '1 day')$$),
   ('event', 'outbox_published, another fence', $$SELECT idem.outbox_published(%1$s, %2$s + 1)$$);
+
 -- billing's web role: keys and messages. Its relay: events, with a session
 -- setting that would make any event it may fail dead at once.
 SET ROLE t82_billing_web;
@@ -318,47 +252,21 @@ BEGIN
 END $$;
 -- Its lease gets none of orders' events, due or not.
 SELECT count(*) AS billing_leased FROM idem.outbox_lease(100, '1 hour');
- billing_leased 
-----------------
-              0
-(1 row)
-
 RESET idem.outbox_max_attempts;
 RESET ROLE;
+
 -- Every call was refused, the same way for every state of every key,
 -- message and event and for what does not exist: one answer per kind.
 SELECT kind, count(*) AS tries, count(DISTINCT call) AS calls, count(DISTINCT state) AS states,
        count(DISTINCT answer) AS answers
   FROM public.t82_probe WHERE state <> 'does not exist' OR kind <> 'event'
  GROUP BY kind ORDER BY kind;
-  kind   | tries | calls | states | answers 
----------+-------+-------+--------+---------
- event   |    16 |     4 |      4 |       1
- key     |   144 |    16 |      9 |       1
- message |    12 |     3 |      4 |       1
-(3 rows)
-
 SELECT DISTINCT kind, answer FROM public.t82_probe WHERE state <> 'does not exist' OR kind <> 'event'
  ORDER BY kind;
-  kind   |                                                                                                                       answer                                                                                                                       
----------+----------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- event   | 42501: permission denied for idempotency scope "orders/pay" | The scope is owned by a role that role "t82_billing_relay" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
- key     | 42501: permission denied for idempotency scope "orders/pay" | The scope is owned by a role that role "t82_billing_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
- message | 42501: permission denied for idempotency scope "orders/inbox" | The scope is owned by a role that role "t82_billing_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
-(3 rows)
-
 -- An event id that no event has: the lost lease any relay gets (there is no
 -- scope to name; docs/messages.md).
 SELECT DISTINCT call, answer FROM public.t82_probe WHERE kind = 'event' AND state = 'does not exist'
  ORDER BY call;
-              call               |                                                                                                                  answer                                                                                                                  
----------------------------------+------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- outbox_failed                   | P4012: the lease on this outbox event was lost | outbox_failed(9000000002, 1): the event is not leased under this fence (no such event). | Another relay leased the event after this lease ran out; drop the result, do not retry it.
- outbox_failed, retry_after      | P4012: the lease on this outbox event was lost | outbox_failed(9000000002, 1): the event is not leased under this fence (no such event). | Another relay leased the event after this lease ran out; drop the result, do not retry it.
- outbox_published                | P4012: the lease on this outbox event was lost | outbox_published(9000000002, 1): the event is not leased under this fence (no such event). | Another relay leased the event after this lease ran out; drop the result, do not retry it.
- outbox_published, another fence | P4012: the lease on this outbox event was lost | outbox_published(9000000002, 2): the event is not leased under this fence (no such event). | Another relay leased the event after this lease ran out; drop the result, do not retry it.
-(4 rows)
-
 -- Nothing of orders' changed (rows: what changed).
 SELECT 'gone' AS change, b.what, b.row FROM public.t82_before b
  WHERE NOT EXISTS (SELECT FROM idem.idempotency_request r WHERE r::text = b.row)
@@ -372,20 +280,12 @@ SELECT 'new', n.what, n.row FROM (
   UNION ALL SELECT 'event', o::text FROM idem.outbox_event o WHERE o.scope LIKE 'orders/%'
   UNION ALL SELECT 'policy', p::text FROM idem.scope_policy p WHERE p.scope LIKE 'orders/%') n
  WHERE NOT EXISTS (SELECT FROM public.t82_before b WHERE b.row = n.row);
- change | what | row 
---------+------+-----
-(0 rows)
-
 -- billing's scope questions answer for its scopes only.
 SET ROLE t82_billing_web;
 SELECT idem.may_use_scope('orders/pay') AS orders_scope, idem.may_use_scope('billing/pay') AS own_scope,
        idem.may_use_scope('nobody/pay') AS uncovered_scope;
- orders_scope | own_scope | uncovered_scope 
---------------+-----------+-----------------
- f            | t         | f
-(1 row)
-
 RESET ROLE;
+
 -- ==== the views and tables reveal nothing to billing ====
 -- Not one relation of schema idem is readable by a tenant's roles, nor the
 -- functions behind the views; but for idem.installed_version, the portable
@@ -395,37 +295,15 @@ SELECT c.oid::regclass AS readable_by_a_tenant, r AS role
  WHERE c.relnamespace = 'idem'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p', 'S')
    AND c.relname <> 'installed_version'
    AND (has_table_privilege(r, c.oid, 'SELECT') OR has_any_column_privilege(r, c.oid, 'SELECT'));
- readable_by_a_tenant | role 
-----------------------+------
-(0 rows)
-
 SET ROLE t82_billing_web;
 SELECT v AS relation, public.t82_answer(format('SELECT count(*) FROM %s', v)) AS answer
   FROM unnest(ARRAY['idem.stats', 'idem.key_health', 'idem.key_summary', 'idem.outbox_summary',
                     'idem.worker_status', 'idem.scope_policy', 'idem.scope_owner',
                     'idem.idempotency_request', 'idem.consumed_message', 'idem.outbox_event']) v;
-         relation         |                            answer                            
---------------------------+--------------------------------------------------------------
- idem.stats               | 42501: permission denied for view stats |  | 
- idem.key_health          | 42501: permission denied for view key_health |  | 
- idem.key_summary         | 42501: permission denied for view key_summary |  | 
- idem.outbox_summary      | 42501: permission denied for view outbox_summary |  | 
- idem.worker_status       | 42501: permission denied for view worker_status |  | 
- idem.scope_policy        | 42501: permission denied for table scope_policy |  | 
- idem.scope_owner         | 42501: permission denied for table scope_owner |  | 
- idem.idempotency_request | 42501: permission denied for table idempotency_request |  | 
- idem.consumed_message    | 42501: permission denied for table consumed_message |  | 
- idem.outbox_event        | 42501: permission denied for table outbox_event |  | 
-(10 rows)
-
 SELECT public.t82_answer('SELECT count(*) FROM idem.stats_counters()') AS stats_counters,
        public.t82_answer('SELECT count(*) FROM idem.worker_status()') AS worker_status;
-                       stats_counters                       |                       worker_status                       
-------------------------------------------------------------+-----------------------------------------------------------
- 42501: permission denied for function stats_counters |  |  | 42501: permission denied for function worker_status |  | 
-(1 row)
-
 RESET ROLE;
+
 -- ==== orders' policy cannot be taken, changed or removed by billing ====
 -- With the grants docs/tenants.md gives a policy writer (INSERT, UPDATE,
 -- DELETE), an UPDATE or DELETE that names a row needs SELECT on the column
@@ -433,34 +311,14 @@ RESET ROLE;
 SET ROLE t82_billing_web;
 SELECT public.t82_answer($$UPDATE idem.scope_policy SET scope = 'billing/taken' WHERE scope = 'orders/pay'$$)
        AS take_theirs;
-                      take_theirs                      
--------------------------------------------------------
- 42501: permission denied for table scope_policy |  | 
-(1 row)
-
 SELECT public.t82_answer($$DELETE FROM idem.scope_policy WHERE scope = 'orders/pay'$$) AS delete_theirs;
-                     delete_theirs                     
--------------------------------------------------------
- 42501: permission denied for table scope_policy |  | 
-(1 row)
-
 -- A policy in orders' scopes, or none at all, is refused by the owner check.
 SELECT public.t82_answer($$INSERT INTO idem.scope_policy (scope, lock_timeout) VALUES ('orders/new', '1 hour')$$)
        AS insert_theirs;
-                                                                                                                  insert_theirs                                                                                                                   
---------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- 42501: permission denied for idempotency scope "orders/new" | The scope is owned by a role that role "t82_billing_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
-(1 row)
-
 SELECT public.t82_answer($$INSERT INTO idem.scope_policy (scope, lock_timeout) VALUES ('nobody/new', '1 hour')$$)
        AS insert_uncovered;
-                                                                                                         insert_uncovered                                                                                                          
------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- 42501: permission denied for idempotency scope "nobody/new" | No row of idem.scope_owner covers the scope, and idem.require_scope_owner is on. | Grant the owning role to the calling role, or use a scope the calling role owns.
-(1 row)
-
 RESET ROLE;
--- A writer also granted SELECT and TRUNCATE (as sql/61 and sql/80 grant):
+-- A writer also granted SELECT and TRUNCATE (as test/sql/61 and test/sql/80 grant):
 -- the owner check refuses every way to take, rewrite or remove orders' row,
 -- the old row's scope and the new one's alike.
 GRANT SELECT, TRUNCATE ON idem.scope_policy TO t82_billing_web;
@@ -468,94 +326,30 @@ SET ROLE t82_billing_web;
 INSERT INTO idem.scope_policy (scope, lock_timeout) VALUES ('billing/pay', '1 hour');
 SELECT public.t82_answer($$UPDATE idem.scope_policy SET scope = 'billing/taken' WHERE scope = 'orders/pay'$$)
        AS take_theirs;
-                                                                                                                   take_theirs                                                                                                                    
---------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- 42501: permission denied for idempotency scope "orders/pay" | The scope is owned by a role that role "t82_billing_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
-(1 row)
-
 SELECT public.t82_answer($$UPDATE idem.scope_policy SET lock_timeout = '1 day' WHERE scope = 'orders/pay'$$)
        AS change_theirs;
-                                                                                                                  change_theirs                                                                                                                   
---------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- 42501: permission denied for idempotency scope "orders/pay" | The scope is owned by a role that role "t82_billing_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
-(1 row)
-
 SELECT public.t82_answer($$UPDATE idem.scope_policy SET scope = 'orders/moved' WHERE scope = 'billing/pay'$$)
        AS move_mine_to_theirs;
-                                                                                                                move_mine_to_theirs                                                                                                                 
-----------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- 42501: permission denied for idempotency scope "orders/moved" | The scope is owned by a role that role "t82_billing_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
-(1 row)
-
 SELECT public.t82_answer($$DELETE FROM idem.scope_policy WHERE scope = 'orders/pay'$$) AS delete_theirs;
-                                                                                                                  delete_theirs                                                                                                                   
---------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- 42501: permission denied for idempotency scope "orders/pay" | The scope is owned by a role that role "t82_billing_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
-(1 row)
-
 SELECT public.t82_answer($$DELETE FROM idem.scope_policy$$) AS delete_all;
-                                                                                                                    delete_all                                                                                                                    
---------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- 42501: permission denied for idempotency scope "orders/pay" | The scope is owned by a role that role "t82_billing_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
-(1 row)
-
 SELECT public.t82_answer($$TRUNCATE idem.scope_policy$$) AS truncate_all;
-                                                                                                                   truncate_all                                                                                                                   
---------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- 42501: permission denied for idempotency scope "orders/pay" | The scope is owned by a role that role "t82_billing_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
-(1 row)
-
 SELECT public.t82_answer($$INSERT INTO idem.scope_policy (scope, lock_timeout) VALUES ('orders/pay', '1 hour')
                            ON CONFLICT (scope) DO UPDATE SET scope = 'billing/upserted'$$) AS upsert_theirs;
-                                                                                                                  upsert_theirs                                                                                                                   
---------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- 42501: permission denied for idempotency scope "orders/pay" | The scope is owned by a role that role "t82_billing_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
-(1 row)
-
 RESET ROLE;
 REVOKE SELECT, TRUNCATE ON idem.scope_policy FROM t82_billing_web;
 SELECT scope, lock_timeout, max_attempts FROM idem.scope_policy
  WHERE scope LIKE 'orders/%' OR scope LIKE 'billing/%' ORDER BY scope;
-    scope    | lock_timeout | max_attempts 
--------------+--------------+--------------
- billing/pay | @ 1 hour     |             
- orders/pay  | @ 1 min      |            3
-(2 rows)
 
 -- orders itself still does all of it: its key, message and event.
 SET ROLE t82_orders_web;
 SELECT idem.mark_succeeded('orders/pay', 'k_processing', fence, 200) FROM public.t82_keys
  WHERE key = 'k_processing';
- mark_succeeded 
-----------------
- 
-(1 row)
-
 SELECT response_code FROM idem.peek('orders/pay', 'k_processing');
- response_code 
----------------
-           200
-(1 row)
-
 SELECT idem.set_consumed_result('orders/inbox', 'm_consumed', 'order', '7');
- set_consumed_result 
----------------------
- 
-(1 row)
-
 SET ROLE t82_orders_relay;
 SELECT idem.outbox_published(id, lease_fence) FROM public.t82_events WHERE state = 'leased';
- outbox_published 
-------------------
- 
-(1 row)
-
 RESET ROLE;
 SELECT status FROM idem.outbox_event o JOIN public.t82_events e USING (id) WHERE e.state = 'leased';
-  status   
------------
- published
-(1 row)
 
 -- ==== which role is judged: the session's ====
 -- billing owns a SECURITY DEFINER function that claims a key, and grants it
@@ -571,17 +365,7 @@ ALTER FUNCTION public.t82_billing_claim(text, text) OWNER TO t82_billing_web;
 GRANT EXECUTE ON FUNCTION public.t82_billing_claim(text, text) TO t82_orders_web;
 SET ROLE t82_orders_web;
 SELECT public.t82_billing_claim('orders/definer', 'k1') AS orders_scope;
-             orders_scope              
----------------------------------------
- new_claim, running as t82_billing_web
-(1 row)
-
 SELECT public.t82_answer($$SELECT public.t82_billing_claim('billing/definer', 'k1')$$) AS billing_scope;
-                                                                                                                    billing_scope                                                                                                                     
-------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- 42501: permission denied for idempotency scope "billing/definer" | The scope is owned by a role that role "t82_orders_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
-(1 row)
-
 RESET ROLE;
 -- The same from a session that logged in as orders_web (no SET ROLE), with
 -- the database's setting on.
@@ -590,32 +374,12 @@ ALTER DATABASE :"DBNAME" SET idem.require_scope_owner = on;
 \c - t82_orders_web
 SET client_min_messages = warning;
 SELECT current_user, session_user;
-  current_user  |  session_user  
-----------------+----------------
- t82_orders_web | t82_orders_web
-(1 row)
-
 SELECT public.t82_billing_claim('orders/definer', 'k2') AS orders_scope;
-             orders_scope              
----------------------------------------
- new_claim, running as t82_billing_web
-(1 row)
-
 SELECT public.t82_answer($$SELECT public.t82_billing_claim('billing/definer', 'k2')$$) AS billing_scope;
-                                                                                                                    billing_scope                                                                                                                     
-------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- 42501: permission denied for idempotency scope "billing/definer" | The scope is owned by a role that role "t82_orders_web" is not a member of (idem.scope_owner). | Grant the owning role to the calling role, or use a scope the calling role owns.
-(1 row)
-
 \c - :t82_superuser
 SET client_min_messages = warning;
 ALTER DATABASE :"DBNAME" RESET idem.require_scope_owner;
 SELECT scope, key, status FROM idem.idempotency_request WHERE key IN ('k1', 'k2') ORDER BY scope, key;
-     scope      | key |   status   
-----------------+-----+------------
- orders/definer | k1  | processing
- orders/definer | k2  | processing
-(2 rows)
 
 -- ==== every function of schema idem is accounted for ====
 -- Each function of schema idem, with what this suite does about it:
@@ -699,20 +463,12 @@ SELECT p.oid::regprocedure AS not_covered
    AND p.oid::regprocedure::text NOT IN (SELECT function FROM public.t82_covered)
    AND NOT (p.proname LIKE 'portable\_%' AND NOT has_function_privilege('public', p.oid, 'EXECUTE'))
  ORDER BY 1::text;
- not_covered 
--------------
-(0 rows)
-
 -- (b) Listed for this engine but missing (rows: a stale entry of the list).
 SELECT CASE l.lanname WHEN 'c' THEN 'c++' ELSE 'portable' END AS engine
   FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
  WHERE p.oid = 'idem.claim_idempotency_key(text,text,text,text,interval,interval)'::regprocedure \gset
 SELECT function AS listed_but_missing FROM public.t82_covered
  WHERE to_regprocedure(function) IS NULL AND engine IN ('both', :'engine');
- listed_but_missing 
---------------------
-(0 rows)
-
 -- (c) Who may run each, against what the list says (rows: a wrong grant).
 SELECT c.function, c.how,
        has_function_privilege('public', to_regprocedure(c.function), 'EXECUTE') AS public_may,
@@ -725,10 +481,6 @@ SELECT c.function, c.how,
            (has_function_privilege('t82_billing_web', to_regprocedure(c.function), 'EXECUTE')
             OR has_function_privilege('t82_billing_relay', to_regprocedure(c.function), 'EXECUTE')))
  ORDER BY 1;
- function | how | public_may | tenant_may 
-----------+-----+------------+------------
-(0 rows)
-
 -- (d) Every tenant call was tried by billing above (rows: one that was not).
 SELECT c.function AS tenant_call_not_tried FROM public.t82_covered c
  WHERE c.how = 'tenant'
@@ -736,9 +488,6 @@ SELECT c.function AS tenant_call_not_tried FROM public.t82_covered c
                     WHERE c.function LIKE 'idem.' || split_part(t.call, ',', 1) || '(%')
    AND c.function NOT LIKE 'idem.outbox_lease(%'
  ORDER BY 1;
- tenant_call_not_tried 
------------------------
-(0 rows)
 
 -- Clean up.
 DELETE FROM idem.scope_policy WHERE scope LIKE 'orders/%' OR scope LIKE 'billing/%';

@@ -38,7 +38,7 @@ SELECT amount FROM inbox_effect WHERE message_id = 'm1';
 SELECT idem.consume_once('shipping', 'm1', 'h') AS other_consumer;
 
 -- A replay takes no transaction id and writes no WAL (this backend's own:
--- wal_records_of, sql/00_install.sql). The first read of the row after its
+-- wal_records_of, test/sql/00_install.sql). The first read of the row after its
 -- insert committed may set hint bits, which with data checksums (initdb's
 -- default from PostgreSQL 18) log a full page image: that is any reader's
 -- cost, not the replay's, so it comes first.
