@@ -41,6 +41,47 @@ sub spew {
     close $fh;
 }
 
+# The SQLSTATEs the C++ engine names (namespace idem::sqlstate in these
+# headers). A portable file writes each of idem's codes as
+# {{sqlstate::name}}, with the C++ name, and gets the headers' code here,
+# so the two engines cannot give one condition two codes. A name no header
+# has stops the build, and so does a class P4 code written by hand.
+# PostgreSQL's codes for conditions the C++ engine raises with
+# PostgreSQL's own ERRCODE_* (a setting's bad value, a privilege on a
+# function, a cancel) are written as they are: PostgreSQL fixes those.
+my @sqlstate_headers = ('src/pure/errors.hpp', 'src/pure/row_invariants.hpp');
+my %sqlstate;
+for my $header (@sqlstate_headers) {
+    my @blocks = slurp($header) =~ /^namespace sqlstate \{\n(.*?)^\}/msg
+        or die "$header: no `namespace sqlstate {` (portable/build.pl reads idem's SQLSTATEs there)\n";
+    for my $block (@blocks) {
+        while ($block =~ /^inline constexpr char (\w+)\[\] = "([0-9A-Z]{5})";/mg) {
+            die "$header: sqlstate::$1 is $2 here and $sqlstate{$1} in another header\n"
+                if exists $sqlstate{$1} && $sqlstate{$1} ne $2;
+            $sqlstate{$1} = $2;
+        }
+    }
+}
+
+# The text of a file of portable/, each {{sqlstate::name}} in it replaced by its code.
+sub source {
+    my ($path) = @_;
+    my $text = slurp($path);
+    my $at = sub { "$path:" . (1 + (substr($text, 0, $_[0]) =~ tr/\n//)) };
+    if ($text =~ /\bP4[0-9]{3}\b/) {
+        die $at->($-[0]) . ": $&: write idem's SQLSTATE as {{sqlstate::name}}, its name in "
+            . "@sqlstate_headers, not by hand\n";
+    }
+    while ($text =~ /\{\{\s*sqlstate\b[^}]*\}\}/g) {
+        my ($written, $where) = ($&, $at->($-[0]));
+        my ($name) = $written =~ /\A\{\{sqlstate::(\w+)\}\}\z/
+            or die "$where: `$written`: write {{sqlstate::name}}\n";
+        exists $sqlstate{$name} or die "$where: `$written`: no SQLSTATE of that name in @sqlstate_headers\n";
+    }
+    $text =~ s/\{\{sqlstate::(\w+)\}\}/$sqlstate{$1}/g;
+    return $text;
+}
+
 # The update chain from $first: sql/idem--1.1--1.2.sql, then 1.2--1.3, ...
 sub updates {
     my @chain;
@@ -62,7 +103,7 @@ sub body_of {
     my ($symbol) = @_;
     my $path = "portable/functions/$symbol.sql";
     -f $path or die "portable/build.pl: no portable body for C function $symbol (write $path)\n";
-    my $text = slurp($path);
+    my $text = source($path);
     my ($head, $lang, $body) = $text =~ /\A(.*?)^LANGUAGE (plpgsql|sql)[ \t]*\n(AS \$function\$\n.*^\$function\$)\s*\z/ms
         or die "$path: expected comments, a line `LANGUAGE plpgsql` (or sql), then AS \$function\$ ... \$function\$\n";
     lint($path, $body);
@@ -232,7 +273,7 @@ sub support {
     my ($name) = @_;
     my $path = "portable/$name";
     return undef unless -f $path;
-    my $text = slurp($path);
+    my $text = source($path);
     for my $statement (statements_of($text)) {
         die "$path: a support file holds only functions and their grants, not `$statement`\n"
             unless $statement =~ /\A(?:CREATE (?:OR REPLACE )?FUNCTION|REVOKE|GRANT|COMMENT ON FUNCTION) /;
@@ -264,7 +305,7 @@ sub refresh_block {
     my ($from) = @_;
     my $block = "-- ==== portable engine: ${from}'s functions with this release's bodies ====\n";
     for my $name (@supports) {
-        (my $text = slurp("portable/$name")) =~ s/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /mg;
+        (my $text = source("portable/$name")) =~ s/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /mg;
         $block .= "-- ---- $name\n$text\n";
     }
     $block .= "-- ---- the bodies of the C++ engine's LANGUAGE C functions\n";
@@ -392,7 +433,7 @@ for my $u (sort keys %update) {
 if ($check) {
     my $diff = system('diff', '-r', '-q', "$out/dist", 'dist');
     if ($diff != 0) {
-        print STDERR "dist/ is not what `make portable` writes from sql/ and portable/: run make portable and commit dist/\n";
+        print STDERR "dist/ is not what `make portable` writes from sql/, portable/ and @sqlstate_headers: run make portable and commit dist/\n";
         exit 1;
     }
     print "dist/ is current\n";

@@ -436,7 +436,7 @@ REVOKE ALL ON FUNCTION idem.portable_claim_own_completer_keys() FROM PUBLIC;
 
 -- Whether the completer recorded an outcome for the claim it was given:
 -- the key is no longer processing under that fence. Scope-checked as any
--- covered call (42501 for a scope the role may not use).
+-- covered call ({{sqlstate::scope_not_owned}} for a scope the role may not use).
 CREATE FUNCTION idem.portable_completer_outcome(scope text, key text, fence bigint)
 RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -707,7 +707,7 @@ $$;
 REVOKE ALL ON FUNCTION idem.portable_scope_refusal(text) FROM PUBLIC;
 
 -- The refusal every covered call raises first, right after its arguments
--- are checked and before it reads a key: 42501, naming the scope and
+-- are checked and before it reads a key: {{sqlstate::scope_not_owned}}, naming the scope and
 -- nothing about the key (src/policy/scope_owner.cpp's texts, the scope
 -- cut as every message cuts a caller's text). NULL scope: nothing to check
 -- (the calls refuse a NULL scope themselves, first; check_scope_owner too).
@@ -730,7 +730,7 @@ BEGIN
     refusal := idem.portable_scope_refusal(scope);
     IF refusal IS NOT NULL THEN
         RAISE EXCEPTION 'permission denied for idempotency scope "%"', idem.portable_excerpt(scope)
-            USING ERRCODE = '42501', DETAIL = refusal,
+            USING ERRCODE = '{{sqlstate::scope_not_owned}}', DETAIL = refusal,
                   HINT = 'Grant the owning role to the calling role, or use a scope the calling role owns.';
     END IF;
 END

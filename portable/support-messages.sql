@@ -15,7 +15,7 @@
 -- with exactly RFC 8785's escapes (\" \\ \b \f \n \r \t, \u00xx in lowercase
 -- for the other controls, every other character as itself), so a string's
 -- text is its canonical form. What is left: numbers (ECMAScript's form of
--- the double, or P4005), member order (UTF-16 code units, not jsonb's
+-- the double, or {{sqlstate::inexact_number}}), member order (UTF-16 code units, not jsonb's
 -- length-first order), no whitespace, and the C++ parser's depth limit.
 
 -- The significant digits of a decimal text ("-0.00120", "1.5e-07", "1e+21")
@@ -60,7 +60,7 @@ $$;
 GRANT EXECUTE ON FUNCTION idem.portable_jcs_ecmascript(boolean, text, integer) TO PUBLIC;
 
 -- The canonical form of one JSON number as jsonb writes it (plain decimal:
--- numeric never writes an exponent), or P4005 with the C++ engine's words
+-- numeric never writes an exponent), or {{sqlstate::inexact_number}} with the C++ engine's words
 -- when that form is not numerically equal to it (append_canonical_number).
 -- float8's output with extra_float_digits > 0 is the shortest text that
 -- reads back as the same double (Ryu), the digits ECMAScript prints; the
@@ -157,7 +157,7 @@ BEGIN
         shown := CASE WHEN pg_catalog.octet_length(written) OPERATOR(pg_catalog.<=) 40 THEN written
                       ELSE pg_catalog.left(written, 40) || '... (' || pg_catalog.octet_length(written)::text || ' bytes)' END;
         RAISE EXCEPTION USING
-            ERRCODE = 'P4005',
+            ERRCODE = '{{sqlstate::inexact_number}}',
             MESSAGE = pg_catalog.format('number %s cannot be represented exactly as an IEEE 754 double', shown),
             DETAIL = pg_catalog.format('The JSON number %s cannot be canonicalized without changing its value: %s.',
                                        shown, why),
@@ -250,8 +250,8 @@ GRANT EXECUTE ON FUNCTION idem.portable_jcs_container(jsonb) TO PUBLIC;
 
 -- The same for a deep document, without recursion: a loop over the tokens
 -- of jsonb's text with an explicit stack, as the C++ parser reads it, which
--- also meets its errors in its order: an inexact number (P4005), or the
--- 1001st level of nesting (54001, at that bracket's byte offset in the
+-- also meets its errors in its order: an inexact number ({{sqlstate::inexact_number}}), or the
+-- 1001st level of nesting ({{sqlstate::too_deep}}, at that bracket's byte offset in the
 -- UTF-8 text).
 CREATE FUNCTION idem.portable_jcs_deep(document text)
 RETURNS text
@@ -280,7 +280,7 @@ BEGIN
             depth := depth OPERATOR(pg_catalog.+) 1;
             IF depth OPERATOR(pg_catalog.>) 1000 THEN
                 RAISE EXCEPTION 'JSON value nested too deeply'
-                    USING ERRCODE = '54001',
+                    USING ERRCODE = '{{sqlstate::too_deep}}',
                           DETAIL = pg_catalog.format('Arrays and objects are nested more than 1000 levels deep (at byte offset %s).',
                                                      pg_catalog.octet_length(pg_catalog.convert_to(
                                                          pg_catalog.array_to_string(tokens[1:i OPERATOR(pg_catalog.-) 1], ''), 'UTF8'))),
@@ -315,7 +315,7 @@ BEGIN
             items := items || item;
         END IF;
     END LOOP;
-    RAISE EXCEPTION 'JSON canonicalization found no value' USING ERRCODE = 'P4099';
+    RAISE EXCEPTION 'JSON canonicalization found no value' USING ERRCODE = '{{sqlstate::internal}}';
 END
 $$;
 GRANT EXECUTE ON FUNCTION idem.portable_jcs_deep(text) TO PUBLIC;
