@@ -794,14 +794,16 @@ $$;
 REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idem.portable_typical_duration(text) TO PUBLIC;
 
--- ---- scopes owned by roles (the 1.2 section "owners") ----
--- Every call that reads or writes a scope's keys, messages or events runs
--- the owner check first. A 1.1 schema has no idem.scope_owner, so nothing
--- is covered and every scope may be used: these two answer that here, and
--- portable/support-1.2.sql replaces them (CREATE OR REPLACE) with the
--- check against the table, where the table exists. The bodies are not
--- versioned (portable/build.pl), so they name the check in a 1.1 install
--- too, where it must exist and allow.
+-- ---- support-owners.sql
+-- Scopes owned by roles (idem.scope_owner): src/policy/scope_owner.hpp in
+-- SQL. Every call that reads or writes a scope's keys, messages or events
+-- runs the owner check first.
+-- A 1.1 schema has no idem.scope_owner, so nothing is covered and every
+-- scope may be used: these two answer that there, and 1.2 replaces them
+-- (CREATE OR REPLACE, this file's piece for 1.2) with the check against the
+-- table, where the table exists. The bodies are not versioned
+-- (portable/build.pl), so they name the check in a 1.1 install too, where
+-- it must exist and allow.
 CREATE OR REPLACE FUNCTION idem.portable_check_scope_owner(scope text)
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -821,16 +823,14 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
 
--- ---- support-messages.sql
--- The portable engine's helpers for idem.request_hash (RFC 8785, JCS) and
--- for the inbox and outbox.
+-- ---- support-request-hash.sql
+-- The portable engine's helpers for idem.request_hash: RFC 8785 (JCS)
+-- canonical JSON.
 --
 -- idem.request_hash is granted to PUBLIC and runs as its caller (it is not
 -- SECURITY DEFINER, as the C function is not), so its helpers below are
 -- granted to PUBLIC too: like request_hash they are pure functions of their
--- arguments that read no table and reveal nothing. The inbox's and
--- outbox's helpers are called only from SECURITY DEFINER bodies, which run
--- as the extension's owner; PUBLIC may execute none of them.
+-- arguments that read no table and reveal nothing.
 
 -- ---- RFC 8785 canonical JSON (src/pure/jcs.cpp, src/pure/jcs_number.cpp) ----
 -- The C++ engine canonicalizes the document's text (jsonb's output) with a
@@ -1180,6 +1180,11 @@ END
 $$;
 GRANT EXECUTE ON FUNCTION idem.portable_jcs(jsonb) TO PUBLIC;
 
+-- ---- support-messages.sql
+-- The portable engine's helpers for the inbox and outbox. They are called
+-- only from SECURITY DEFINER bodies, which run as the extension's owner;
+-- PUBLIC may execute none of them.
+
 -- ---- the inbox's and outbox's error wording (src/pg/message_text.cpp) ----
 
 -- excerpt(): at most max_chars characters of a text, "..." when cut.
@@ -1273,7 +1278,7 @@ BEGIN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
     END IF;
-    -- The scope's owner (portable/support-1.2.sql), before any key is read.
+    -- The scope's owner (portable/support-owners.sql), before any key is read.
     PERFORM idem.portable_check_scope_owner(scope);
     IF lock_timeout IS NULL AND retention IS NULL THEN
         SELECT sp.lock_timeout, sp.retention, sp.keep_forever, sp.max_attempts, sp.bind_lock_to_session,
@@ -1545,7 +1550,7 @@ CREATE OR REPLACE FUNCTION idem.request_hash(jsonb)
 RETURNS text
 -- SHA-256 of the document's RFC 8785 canonical form in UTF-8, as lowercase
 -- hex (src/keys/request_hash.cpp): the same hex as the C++ engine for every
--- document. The canonical form is idem.portable_jcs's (portable/support-messages.sql);
+-- document. The canonical form is idem.portable_jcs's (portable/support-request-hash.sql);
 -- pg_catalog.sha256 is built in from PostgreSQL 11 on. PL/pgSQL, not SQL,
 -- because the helper is created after this function in the install script.
 AS $function$
@@ -2467,7 +2472,7 @@ BEGIN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
     END IF;
-    -- The scope's owner (portable/support-1.2.sql), before any key is read,
+    -- The scope's owner (portable/support-owners.sql), before any key is read,
     -- and again before each later attempt: an owner changed while the call
     -- waits is seen (each statement of a READ COMMITTED wait reads anew).
     PERFORM idem.portable_check_scope_owner(scope);
@@ -2662,8 +2667,9 @@ RETURNS jsonb
 -- (src/worker/run_maintenance.cpp) stage for stage, in the worker's order,
 -- through the same SQL functions where they exist (sweep_stale,
 -- purge_expired, purge_consumed, purge_published) and the worker's own
--- statements otherwise (portable/support-1.2.sql). At most 10 batches of
--- idem.batch_size per stage, so one call is bounded; the same report keys.
+-- statements otherwise (portable/support-maintenance.sql and
+-- support-completers.sql). At most 10 batches of idem.batch_size per
+-- stage, so one call is bounded; the same report keys.
 -- Completers: only the extension owner's run here, the role this call runs
 -- as (idem.portable_completer_refusal says why); another role's are left
 -- to that role's idem.run_completers(), with a LOG line, and counted as
@@ -3043,7 +3049,7 @@ RETURNS void
 -- check_scope_owner (src/policy/scope_owner.cpp): 42501 naming the scope
 -- when the calling role may not use it; a NULL scope is P4000, as a claim
 -- refuses it. The decision is idem.portable_scope_refusal
--- (portable/support-1.2.sql), the one every covered body asks through
+-- (portable/support-owners.sql), the one every covered body asks through
 -- idem.portable_check_scope_owner.
 AS $function$
 BEGIN
@@ -3353,11 +3359,11 @@ GRANT EXECUTE ON FUNCTION idem.worker_status() TO pg_monitor;
 GRANT SELECT ON TABLE idem.worker_status TO pg_monitor;
 -- ==== end failed rounds ====
 
--- ==== portable engine: support-1.2.sql ====
--- ==== portable support for 1.2: idem.run_maintenance (portable/functions/idem_run_maintenance.sql) ====
--- The C++ engine's worker statements (src/pure/policy_statements.def) and
--- its in-call completer (src/policy/completer_call.cpp), in PL/pgSQL. Each
--- runs as the extension's owner, called from the SECURITY DEFINER body.
+-- ==== portable engine: support-maintenance.sql ====
+-- idem.run_maintenance's rounds (portable/functions/idem_run_maintenance.sql):
+-- the C++ engine's worker statements (src/pure/policy_statements.def) in
+-- PL/pgSQL. Each runs as the extension's owner, called from the SECURITY
+-- DEFINER body. The completers a round runs: support-completers.sql.
 
 -- idem.batch_size, as the C++ engine registers it (1 .. 1000000, default
 -- 10000); without the library it is a plain custom setting, checked here.
@@ -3417,6 +3423,14 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_exhaust_attempts(timestamptz, integer) FROM PUBLIC;
+
+-- ==== portable engine: support-completers.sql ====
+-- The completers idem.run_maintenance runs: the C++ engine's in-call
+-- completer (src/policy/completer_call.cpp) and its worker's completer
+-- statements (src/pure/policy_statements.def), in PL/pgSQL. Each helper
+-- runs as the extension's owner, called from a SECURITY DEFINER body; and
+-- idem.run_completers(), which runs the completers of other owners as
+-- their owner (below).
 
 -- The OID of the function a policy names as its completer: 0 when the
 -- name resolves to no function any more, NULL when it cannot be resolved
@@ -3883,12 +3897,12 @@ $$;
 REVOKE ALL ON FUNCTION idem.run_completers() FROM PUBLIC;
 COMMENT ON FUNCTION idem.run_completers() IS
     'Portable engine: runs, as the calling role, the completers it owns for the due keys of scopes it may use (idem.run_maintenance() runs only the extension owner''s).';
--- ==== end portable support for 1.2 ====
 
--- ==== portable support for 1.2: scopes owned by roles (section "owners") ====
--- src/policy/scope_owner.hpp in SQL. The C++ engine keeps idem.scope_owner
--- in a per-backend cache dropped at each change's commit; these read the
--- table at each call, under the statement's snapshot (docs/portable.md).
+-- ==== portable engine: support-owners.sql ====
+-- From 1.2 on, the check against the table. The C++ engine keeps
+-- idem.scope_owner in a per-backend cache dropped at each change's commit;
+-- these read the table at each call, under the statement's snapshot
+-- (docs/portable.md).
 -- Called from idem's SECURITY DEFINER bodies, which run as the extension's
 -- owner and so may read the table; PUBLIC may execute none of them.
 
@@ -4111,7 +4125,6 @@ REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
 -- the helper, which checks no scope (no idem.portable_* function is
 -- PUBLIC's but request_hash's pure JSON helpers; sql/85_definer_grants.sql).
 REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
--- ==== end portable support for 1.2: owners ====
 
 UPDATE idem.installed_version SET version = '1.2', installed_at = pg_catalog.now();
 COMMIT;

@@ -255,39 +255,112 @@ sub portable_script {
             delete $insert{after};
         }
     }
-    die "$source: the anchor for portable/support-keys.sql was not found\n" if defined $insert{after};
+    die "$source: the anchor of the support files placed 'after' was not found\n" if defined $insert{after};
     push @out, '', $insert{end} if defined $insert{end};
     my $script = join("\n", @out) . "\n";
     die "$source: a LANGUAGE C function is left in the portable script\n" if $script =~ /^LANGUAGE C\b/m;
     return $script;
 }
 
-my @supports;    # the support files the versions so far inserted
-my %supported;   # the functions those files created
+# The helpers the portable bodies share, one file per topic
+# (portable/support-<topic>.sql), in the order each version's script
+# creates them. Each row: the version whose script creates the piece,
+# where ('after': right after the statement that creates idem.claim, where
+# the key table, its sequence and the claim type exist and before the
+# functions whose SQL bodies call a helper; 'end': at the script's end),
+# and the file. A file with pieces of more than one version marks each
+# with a line `-- portable: version X.Y` (the text above the first mark
+# goes with the first piece); a file without a mark is one piece.
+my @support_table = (
+    # version  where    file
+    ['1.1', 'after', 'support-keys.sql'],
+    ['1.1', 'after', 'support-owners.sql'],          # stand-ins: every scope may be used
+    ['1.1', 'end',   'support-request-hash.sql'],
+    ['1.1', 'end',   'support-messages.sql'],
+    ['1.2', 'end',   'support-maintenance.sql'],
+    ['1.2', 'end',   'support-completers.sql'],
+    ['1.2', 'end',   'support-owners.sql'],          # the check against idem.scope_owner
+);
 
-# A support file may replace (CREATE OR REPLACE) a function an earlier
-# support file created: a later version's schema gives it more to decide
-# (the 1.1 files' stand-ins for what 1.2's tables decide), and the update
-# scripts re-create the files in order, so the later one wins there too.
+# Every support file's pieces: file => { version => text }, the version ''
+# for a file without a mark.
+my %pieces;
+for my $path (glob('portable/support-*.sql')) {
+    (my $name = $path) =~ s{\Aportable/}{};
+    my @parts = split /^-- portable: version ([0-9.]+)[ \t]*\n/m, source($path);
+    my %piece;
+    if (@parts == 1) {
+        %piece = ('' => $parts[0]);
+    } else {
+        my $head = shift @parts;
+        while (my ($version, $text) = splice(@parts, 0, 2)) {
+            die "$path: two pieces marked version $version\n" if exists $piece{$version};
+            $piece{$version} = $head . $text;
+            $head = '';
+        }
+    }
+    s/\s*\z/\n/ for values %piece;
+    $pieces{$name} = \%piece;
+}
+{
+    my %listed;
+    for my $row (@support_table) {
+        my ($version, $where, $name) = @$row;
+        die "portable/build.pl: the support table's `$where` is neither 'after' nor 'end'\n" unless $where =~ /\A(?:after|end)\z/;
+        my $piece = $pieces{$name} or die "portable/build.pl: the support table names portable/$name, which is missing\n";
+        die "portable/build.pl: the support table gives portable/$name, which has no `-- portable: version` mark, two rows\n"
+            if exists $piece->{''} && $listed{$name}++;
+        die "portable/$name: no piece marked `-- portable: version $version`\n"
+            unless exists $piece->{''} || exists $piece->{$version};
+        die "portable/build.pl: the support table places portable/$name 'after' in $version; only ${first}'s script has the anchor\n"
+            if $where eq 'after' && $version ne $first;
+        $listed{"$name $version"} = 1;
+    }
+    for my $name (sort keys %pieces) {
+        for my $version (sort keys %{$pieces{$name}}) {
+            die "portable/$name" . ($version eq '' ? '' : "'s piece for $version")
+                . " is not in portable/build.pl's support table\n"
+                unless $listed{$version eq '' ? $name : "$name $version"};
+        }
+    }
+}
+
+my @supports;    # [file, text] of the pieces the versions so far inserted
+my %supported;   # the functions those pieces created
+
+# A support piece may replace (CREATE OR REPLACE) a function an earlier
+# piece created: a later version's schema gives it more to decide (1.1's
+# stand-ins for what 1.2's tables decide), and the update scripts
+# re-create the pieces in order, so the later one wins there too.
 sub support {
-    my ($name) = @_;
+    my ($name, $text) = @_;
     my $path = "portable/$name";
-    return undef unless -f $path;
-    my $text = source($path);
     for my $statement (statements_of($text)) {
         die "$path: a support file holds only functions and their grants, not `$statement`\n"
             unless $statement =~ /\A(?:CREATE (?:OR REPLACE )?FUNCTION|REVOKE|GRANT|COMMENT ON FUNCTION) /;
         if ($statement =~ /\ACREATE (OR REPLACE )?FUNCTION ([\w.]+)\(/) {
             my ($replace, $function) = ($1, $2);
-            die "$path: CREATE OR REPLACE FUNCTION $function, which no earlier support file created\n"
+            die "$path: CREATE OR REPLACE FUNCTION $function, which no earlier support piece created\n"
                 if $replace && !$supported{$function};
-            die "$path: CREATE FUNCTION $function, which an earlier support file created (CREATE OR REPLACE it)\n"
+            die "$path: CREATE FUNCTION $function, which an earlier support piece created (CREATE OR REPLACE it)\n"
                 if !$replace && $supported{$function};
             $supported{$function} = 1;
         }
     }
-    push @supports, $name;
+    push @supports, [$name, $text];
     return "-- ==== portable engine: $name ====\n" . $text;
+}
+
+# What a version's script inserts: (after, end), each undef when nothing.
+sub support_of {
+    my ($version) = @_;
+    my %at;
+    for my $row (grep { $_->[0] eq $version } @support_table) {
+        my (undef, $where, $name) = @$row;
+        my $piece = $pieces{$name};
+        push @{$at{$where}}, support($name, exists $piece->{''} ? $piece->{''} : $piece->{$version});
+    }
+    return map { $at{$_} ? join("\n", @{$at{$_}}) : undef } qw(after end);
 }
 
 # A support file's statements with their bodies and comments left out,
@@ -304,8 +377,9 @@ sub statements_of {
 sub refresh_block {
     my ($from) = @_;
     my $block = "-- ==== portable engine: ${from}'s functions with this release's bodies ====\n";
-    for my $name (@supports) {
-        (my $text = source("portable/$name")) =~ s/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /mg;
+    for my $piece (@supports) {
+        my ($name, $text) = @$piece;
+        $text =~ s/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /mg;
         $block .= "-- ---- $name\n$text\n";
     }
     $block .= "-- ---- the bodies of the C++ engine's LANGUAGE C functions\n";
@@ -332,18 +406,23 @@ my $base = 'sql/idem--1.1.sql';
 -f $base or die "portable/build.pl: $base is missing (make builds it)\n";
 my %script;      # version => pg_tle extension script
 my %update;      # "from--to" => pg_tle update script
+my ($after, $end) = support_of($first);
 $script{$first} = portable_script($base, slurp($base),
-    after => [qr/^CREATE TYPE idem\.claim AS \(/, support('support-keys.sql') // ''],
-    end => support('support-messages.sql'));
+    after => [qr/^CREATE TYPE idem\.claim AS \(/, $after // ''],
+    defined $end ? (end => $end) : ());
 my $newest = $first;
 for my $u (updates()) {
     my ($from, $to, $path) = @$u;
     my $refreshed = refresh_block($from);
-    my $support = support("support-$to.sql");
-    my $proper = portable_script($path, slurp($path), defined $support ? (end => $support) : ());
+    my (undef, $end) = support_of($to);     # only $first's script has the anchor of 'after'
+    my $proper = portable_script($path, slurp($path), defined $end ? (end => $end) : ());
     $update{"$from--$to"} = $refreshed . $proper;
     $script{$to} = $script{$from} . "\n" . $proper;
     $newest = $to;
+}
+for my $row (@support_table) {
+    die "portable/build.pl: the support table names version $row->[0], which neither sql/idem--$first.sql nor an update makes\n"
+        unless exists $script{$row->[0]};
 }
 
 my $out = $check ? tempdir(CLEANUP => 1) : '.';

@@ -774,30 +774,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idem.portable_typical_duration(text) TO PUBLIC;
-
--- ---- scopes owned by roles (the 1.2 section "owners") ----
--- Every call that reads or writes a scope's keys, messages or events runs
--- the owner check first. A 1.1 schema has no idem.scope_owner, so nothing
--- is covered and every scope may be used: these two answer that here, and
--- portable/support-1.2.sql replaces them (CREATE OR REPLACE) with the
--- check against the table, where the table exists. The bodies are not
--- versioned (portable/build.pl), so they name the check in a 1.1 install
--- too, where it must exist and allow.
-CREATE FUNCTION idem.portable_check_scope_owner(scope text)
-RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-END
-$$;
-REVOKE ALL ON FUNCTION idem.portable_check_scope_owner(text) FROM PUBLIC;
-
-CREATE FUNCTION idem.portable_may_use_scope(scope text)
-RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT $1 IS NOT NULL
-$$;
-REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;

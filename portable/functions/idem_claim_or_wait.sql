@@ -31,7 +31,7 @@ BEGIN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_text(request_hash, '{{sqlstate::request_hash_invalid}}', 'request_hash', scope, key);
     END IF;
-    -- The scope's owner (portable/support-1.2.sql), before any key is read,
+    -- The scope's owner (portable/support-owners.sql), before any key is read,
     -- and again before each later attempt: an owner changed while the call
     -- waits is seen (each statement of a READ COMMITTED wait reads anew).
     PERFORM idem.portable_check_scope_owner(scope);
