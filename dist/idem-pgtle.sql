@@ -4414,9 +4414,9 @@ REVOKE ALL ON FUNCTION idem.portable_exhaust_attempts(timestamptz, integer) FROM
 -- The completers idem.run_maintenance runs: the C++ engine's in-call
 -- completer (src/policy/completer_call.cpp) and its worker's completer
 -- statements (src/pure/policy_statements.def), in PL/pgSQL. Each helper
--- runs as the extension's owner, called from a SECURITY DEFINER body; and
--- idem.run_completers(), which runs the completers of other owners as
--- their owner (below).
+-- runs as the extension's owner, called from a SECURITY DEFINER body.
+-- Below them, idem.run_completers(), by which another role runs the
+-- completers it owns.
 
 -- The OID of the function a policy names as its completer: 0 when the
 -- name resolves to no function any more, NULL when it cannot be resolved
@@ -12160,9 +12160,9 @@ REVOKE ALL ON FUNCTION idem.portable_exhaust_attempts(timestamptz, integer) FROM
 -- The completers idem.run_maintenance runs: the C++ engine's in-call
 -- completer (src/policy/completer_call.cpp) and its worker's completer
 -- statements (src/pure/policy_statements.def), in PL/pgSQL. Each helper
--- runs as the extension's owner, called from a SECURITY DEFINER body; and
--- idem.run_completers(), which runs the completers of other owners as
--- their owner (below).
+-- runs as the extension's owner, called from a SECURITY DEFINER body.
+-- Below them, idem.run_completers(), by which another role runs the
+-- completers it owns.
 
 -- The OID of the function a policy names as its completer: 0 when the
 -- name resolves to no function any more, NULL when it cannot be resolved
