@@ -121,7 +121,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_excerpt(text) FROM PUBLIC;
 
--- errdetail_key (src/keys/arguments.cpp): 'scope "s", key "k"' with a
+-- errdetail_key (src/base/arguments.cpp): 'scope "s", key "k"' with a
 -- suffix after "; ", each name cut to 300 characters and marked "..."
 -- when cut (src/pg/message_text.hpp).
 CREATE FUNCTION idem.portable_key_detail(scope text, key text, suffix text DEFAULT NULL)
@@ -137,7 +137,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_key_detail(text, text, text) FROM PUBLIC;
 
--- require_scope_and_key (src/keys/arguments.cpp).
+-- require_scope_and_key (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_scope_and_key(scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -177,7 +177,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_scope_and_key(text, text) FROM PUBLIC;
 
--- require_text (src/keys/arguments.cpp): "<what> must not be NULL|empty".
+-- require_text (src/base/arguments.cpp): "<what> must not be NULL|empty".
 CREATE FUNCTION idem.portable_require_text(value text, sqlstate text, what text, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -193,7 +193,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_text(text, text, text, text, text) FROM PUBLIC;
 
--- require_fence (src/keys/arguments.cpp).
+-- require_fence (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_fence(fence bigint, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -214,7 +214,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_fence(bigint, text, text) FROM PUBLIC;
 
--- require_bool (src/keys/arguments.cpp).
+-- require_bool (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_bool(value boolean, what text, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -230,7 +230,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_bool(boolean, text, text, text) FROM PUBLIC;
 
--- optional_response_code (src/keys/arguments.cpp).
+-- optional_response_code (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_check_response_code(code integer, required boolean, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -254,7 +254,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_check_response_code(integer, boolean, text, text) FROM PUBLIC;
 
--- require_batch_limit (src/keys/arguments.cpp).
+-- require_batch_limit (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_batch_limit(batch_limit integer)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -275,7 +275,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_batch_limit(integer) FROM PUBLIC;
 
--- require_acceptable_interval (src/keys/arguments.cpp) for a non-NULL
+-- require_acceptable_interval (src/base/arguments.cpp) for a non-NULL
 -- argument: "must be a finite interval", then "must be a positive
 -- interval" with positive_hint (NULL: the hint naming the setting).
 CREATE FUNCTION idem.portable_require_interval(value interval, what text, scope text, key text,
@@ -304,7 +304,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_interval(interval, text, text, text, text) FROM PUBLIC;
 
--- require_positive_interval (src/keys/arguments.cpp): a required interval
+-- require_positive_interval (src/base/arguments.cpp): a required interval
 -- argument (max_wait, extend_by) that must also end after now.
 CREATE FUNCTION idem.portable_require_positive_interval(value interval, what text, now timestamptz,
                                                         scope text, key text, hint text)
@@ -2764,7 +2764,7 @@ CREATE FUNCTION idem.claim_or_wait(
     lock_timeout interval DEFAULT NULL,
     retention interval DEFAULT NULL)
 RETURNS idem.claim
--- claim_or_wait (src/waits/claim_or_wait.cpp): claims as
+-- claim_or_wait (src/keys/claim_or_wait.cpp): claims as
 -- claim_idempotency_key does and, while the answer is processing_active,
 -- claims again until max_wait has passed. The portable engine has no
 -- shared memory to be woken through at the owner's commit, so it polls:
@@ -4412,7 +4412,7 @@ REVOKE ALL ON FUNCTION idem.portable_exhaust_attempts(timestamptz, integer) FROM
 
 -- ==== portable engine: support-completers.sql ====
 -- The completers idem.run_maintenance runs: the C++ engine's in-call
--- completer (src/policy/completer_call.cpp) and its worker's completer
+-- completer (src/worker/completer_call.cpp) and its worker's completer
 -- statements (src/pure/policy_statements.def), in PL/pgSQL. Each helper
 -- runs as the extension's owner, called from a SECURITY DEFINER body.
 -- Below them, idem.run_completers(), by which another role runs the
@@ -5230,7 +5230,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_excerpt(text) FROM PUBLIC;
 
--- errdetail_key (src/keys/arguments.cpp): 'scope "s", key "k"' with a
+-- errdetail_key (src/base/arguments.cpp): 'scope "s", key "k"' with a
 -- suffix after "; ", each name cut to 300 characters and marked "..."
 -- when cut (src/pg/message_text.hpp).
 CREATE FUNCTION idem.portable_key_detail(scope text, key text, suffix text DEFAULT NULL)
@@ -5246,7 +5246,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_key_detail(text, text, text) FROM PUBLIC;
 
--- require_scope_and_key (src/keys/arguments.cpp).
+-- require_scope_and_key (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_scope_and_key(scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -5286,7 +5286,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_scope_and_key(text, text) FROM PUBLIC;
 
--- require_text (src/keys/arguments.cpp): "<what> must not be NULL|empty".
+-- require_text (src/base/arguments.cpp): "<what> must not be NULL|empty".
 CREATE FUNCTION idem.portable_require_text(value text, sqlstate text, what text, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -5302,7 +5302,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_text(text, text, text, text, text) FROM PUBLIC;
 
--- require_fence (src/keys/arguments.cpp).
+-- require_fence (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_fence(fence bigint, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -5323,7 +5323,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_fence(bigint, text, text) FROM PUBLIC;
 
--- require_bool (src/keys/arguments.cpp).
+-- require_bool (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_bool(value boolean, what text, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -5339,7 +5339,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_bool(boolean, text, text, text) FROM PUBLIC;
 
--- optional_response_code (src/keys/arguments.cpp).
+-- optional_response_code (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_check_response_code(code integer, required boolean, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -5363,7 +5363,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_check_response_code(integer, boolean, text, text) FROM PUBLIC;
 
--- require_batch_limit (src/keys/arguments.cpp).
+-- require_batch_limit (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_batch_limit(batch_limit integer)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -5384,7 +5384,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_batch_limit(integer) FROM PUBLIC;
 
--- require_acceptable_interval (src/keys/arguments.cpp) for a non-NULL
+-- require_acceptable_interval (src/base/arguments.cpp) for a non-NULL
 -- argument: "must be a finite interval", then "must be a positive
 -- interval" with positive_hint (NULL: the hint naming the setting).
 CREATE FUNCTION idem.portable_require_interval(value interval, what text, scope text, key text,
@@ -5413,7 +5413,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_interval(interval, text, text, text, text) FROM PUBLIC;
 
--- require_positive_interval (src/keys/arguments.cpp): a required interval
+-- require_positive_interval (src/base/arguments.cpp): a required interval
 -- argument (max_wait, extend_by) that must also end after now.
 CREATE FUNCTION idem.portable_require_positive_interval(value interval, what text, now timestamptz,
                                                         scope text, key text, hint text)
@@ -7873,7 +7873,7 @@ CREATE FUNCTION idem.claim_or_wait(
     lock_timeout interval DEFAULT NULL,
     retention interval DEFAULT NULL)
 RETURNS idem.claim
--- claim_or_wait (src/waits/claim_or_wait.cpp): claims as
+-- claim_or_wait (src/keys/claim_or_wait.cpp): claims as
 -- claim_idempotency_key does and, while the answer is processing_active,
 -- claims again until max_wait has passed. The portable engine has no
 -- shared memory to be woken through at the owner's commit, so it polls:
@@ -8764,7 +8764,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_excerpt(text) FROM PUBLIC;
 
--- errdetail_key (src/keys/arguments.cpp): 'scope "s", key "k"' with a
+-- errdetail_key (src/base/arguments.cpp): 'scope "s", key "k"' with a
 -- suffix after "; ", each name cut to 300 characters and marked "..."
 -- when cut (src/pg/message_text.hpp).
 CREATE OR REPLACE FUNCTION idem.portable_key_detail(scope text, key text, suffix text DEFAULT NULL)
@@ -8780,7 +8780,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_key_detail(text, text, text) FROM PUBLIC;
 
--- require_scope_and_key (src/keys/arguments.cpp).
+-- require_scope_and_key (src/base/arguments.cpp).
 CREATE OR REPLACE FUNCTION idem.portable_require_scope_and_key(scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -8820,7 +8820,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_scope_and_key(text, text) FROM PUBLIC;
 
--- require_text (src/keys/arguments.cpp): "<what> must not be NULL|empty".
+-- require_text (src/base/arguments.cpp): "<what> must not be NULL|empty".
 CREATE OR REPLACE FUNCTION idem.portable_require_text(value text, sqlstate text, what text, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -8836,7 +8836,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_text(text, text, text, text, text) FROM PUBLIC;
 
--- require_fence (src/keys/arguments.cpp).
+-- require_fence (src/base/arguments.cpp).
 CREATE OR REPLACE FUNCTION idem.portable_require_fence(fence bigint, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -8857,7 +8857,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_fence(bigint, text, text) FROM PUBLIC;
 
--- require_bool (src/keys/arguments.cpp).
+-- require_bool (src/base/arguments.cpp).
 CREATE OR REPLACE FUNCTION idem.portable_require_bool(value boolean, what text, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -8873,7 +8873,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_bool(boolean, text, text, text) FROM PUBLIC;
 
--- optional_response_code (src/keys/arguments.cpp).
+-- optional_response_code (src/base/arguments.cpp).
 CREATE OR REPLACE FUNCTION idem.portable_check_response_code(code integer, required boolean, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -8897,7 +8897,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_check_response_code(integer, boolean, text, text) FROM PUBLIC;
 
--- require_batch_limit (src/keys/arguments.cpp).
+-- require_batch_limit (src/base/arguments.cpp).
 CREATE OR REPLACE FUNCTION idem.portable_require_batch_limit(batch_limit integer)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -8918,7 +8918,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_batch_limit(integer) FROM PUBLIC;
 
--- require_acceptable_interval (src/keys/arguments.cpp) for a non-NULL
+-- require_acceptable_interval (src/base/arguments.cpp) for a non-NULL
 -- argument: "must be a finite interval", then "must be a positive
 -- interval" with positive_hint (NULL: the hint naming the setting).
 CREATE OR REPLACE FUNCTION idem.portable_require_interval(value interval, what text, scope text, key text,
@@ -8947,7 +8947,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_interval(interval, text, text, text, text) FROM PUBLIC;
 
--- require_positive_interval (src/keys/arguments.cpp): a required interval
+-- require_positive_interval (src/base/arguments.cpp): a required interval
 -- argument (max_wait, extend_by) that must also end after now.
 CREATE OR REPLACE FUNCTION idem.portable_require_positive_interval(value interval, what text, now timestamptz,
                                                         scope text, key text, hint text)
@@ -11167,7 +11167,7 @@ CREATE OR REPLACE FUNCTION idem.claim_or_wait(
     lock_timeout interval DEFAULT NULL,
     retention interval DEFAULT NULL)
 RETURNS idem.claim
--- claim_or_wait (src/waits/claim_or_wait.cpp): claims as
+-- claim_or_wait (src/keys/claim_or_wait.cpp): claims as
 -- claim_idempotency_key does and, while the answer is processing_active,
 -- claims again until max_wait has passed. The portable engine has no
 -- shared memory to be woken through at the owner's commit, so it polls:
@@ -12158,7 +12158,7 @@ REVOKE ALL ON FUNCTION idem.portable_exhaust_attempts(timestamptz, integer) FROM
 
 -- ==== portable engine: support-completers.sql ====
 -- The completers idem.run_maintenance runs: the C++ engine's in-call
--- completer (src/policy/completer_call.cpp) and its worker's completer
+-- completer (src/worker/completer_call.cpp) and its worker's completer
 -- statements (src/pure/policy_statements.def), in PL/pgSQL. Each helper
 -- runs as the extension's owner, called from a SECURITY DEFINER body.
 -- Below them, idem.run_completers(), by which another role runs the

@@ -1,5 +1,5 @@
 -- The completers idem.run_maintenance runs: the C++ engine's in-call
--- completer (src/policy/completer_call.cpp) and its worker's completer
+-- completer (src/worker/completer_call.cpp) and its worker's completer
 -- statements (src/pure/policy_statements.def), in PL/pgSQL. Each helper
 -- runs as the extension's owner, called from a SECURITY DEFINER body.
 -- Below them, idem.run_completers(), by which another role runs the

@@ -1,4 +1,4 @@
--- claim_or_wait (src/waits/claim_or_wait.cpp): claims as
+-- claim_or_wait (src/keys/claim_or_wait.cpp): claims as
 -- claim_idempotency_key does and, while the answer is processing_active,
 -- claims again until max_wait has passed. The portable engine has no
 -- shared memory to be woken through at the owner's commit, so it polls:
