@@ -1700,7 +1700,7 @@ RETURNS boolean
 -- OPERATOR(pg_catalog.x), every function and type is schema-qualified, no
 -- construct that looks an operator up by name (IN, BETWEEN, IS DISTINCT
 -- FROM, NULLIF, CASE x WHEN) and no dynamic SQL; and it is not SECURITY
--- DEFINER, so it runs with its caller's rights (sql/79_portable_internal_helpers.sql
+-- DEFINER, so it runs with its caller's rights (test/sql/79_portable_internal_helpers.sql
 -- tries to steer it). Not inlined into the CHECK on purpose: PostgreSQL
 -- plans a CHECK expression again at every write statement, and inlining
 -- an SQL function there re-reads its body each time (measured: twice the
@@ -5099,7 +5099,7 @@ REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
 -- which calls it) is SECURITY DEFINER and checks the scope's owner before
 -- calling the helper, as the extension's owner: PUBLIC may no longer call
 -- the helper, which checks no scope (no idem.portable_* function is
--- PUBLIC's but request_hash's pure JSON helpers; sql/85_definer_grants.sql).
+-- PUBLIC's but request_hash's pure JSON helpers; test/sql/85_definer_grants.sql).
 REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
 
 

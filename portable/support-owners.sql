@@ -252,5 +252,5 @@ REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
 -- which calls it) is SECURITY DEFINER and checks the scope's owner before
 -- calling the helper, as the extension's owner: PUBLIC may no longer call
 -- the helper, which checks no scope (no idem.portable_* function is
--- PUBLIC's but request_hash's pure JSON helpers; sql/85_definer_grants.sql).
+-- PUBLIC's but request_hash's pure JSON helpers; test/sql/85_definer_grants.sql).
 REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
