@@ -103,7 +103,7 @@ pgxn-zip:
 # engine's scripts and the bodies in portable/ (portable/build.pl says how).
 # dist/ is committed, so a user of a managed service needs no build;
 # `make portable-check` fails when it is stale.
-PORTABLE_SOURCES = $(wildcard sql/idem--*--*.sql) $(wildcard portable/*.sql portable/functions/*.sql) portable/build.pl
+PORTABLE_SOURCES = $(wildcard sql/idem--*--*.sql) $(wildcard portable/*.sql portable/functions/*.sql) portable/build.pl src/pure/errors.hpp src/pure/row_invariants.hpp
 .PHONY: portable portable-check
 portable: sql/idem--1.1.sql $(PORTABLE_SOURCES)
 	perl portable/build.pl

@@ -37,7 +37,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_excerpt(text) FROM PUBLIC;
 
--- errdetail_key (src/keys/arguments.cpp): 'scope "s", key "k"' with a
+-- errdetail_key (src/base/arguments.cpp): 'scope "s", key "k"' with a
 -- suffix after "; ", each name cut to 300 characters and marked "..."
 -- when cut (src/pg/message_text.hpp).
 CREATE OR REPLACE FUNCTION idem.portable_key_detail(scope text, key text, suffix text DEFAULT NULL)
@@ -53,7 +53,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_key_detail(text, text, text) FROM PUBLIC;
 
--- require_scope_and_key (src/keys/arguments.cpp).
+-- require_scope_and_key (src/base/arguments.cpp).
 CREATE OR REPLACE FUNCTION idem.portable_require_scope_and_key(scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -93,7 +93,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_scope_and_key(text, text) FROM PUBLIC;
 
--- require_text (src/keys/arguments.cpp): "<what> must not be NULL|empty".
+-- require_text (src/base/arguments.cpp): "<what> must not be NULL|empty".
 CREATE OR REPLACE FUNCTION idem.portable_require_text(value text, sqlstate text, what text, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -109,7 +109,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_text(text, text, text, text, text) FROM PUBLIC;
 
--- require_fence (src/keys/arguments.cpp).
+-- require_fence (src/base/arguments.cpp).
 CREATE OR REPLACE FUNCTION idem.portable_require_fence(fence bigint, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -130,7 +130,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_fence(bigint, text, text) FROM PUBLIC;
 
--- require_bool (src/keys/arguments.cpp).
+-- require_bool (src/base/arguments.cpp).
 CREATE OR REPLACE FUNCTION idem.portable_require_bool(value boolean, what text, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -146,7 +146,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_bool(boolean, text, text, text) FROM PUBLIC;
 
--- optional_response_code (src/keys/arguments.cpp).
+-- optional_response_code (src/base/arguments.cpp).
 CREATE OR REPLACE FUNCTION idem.portable_check_response_code(code integer, required boolean, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -170,7 +170,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_check_response_code(integer, boolean, text, text) FROM PUBLIC;
 
--- require_batch_limit (src/keys/arguments.cpp).
+-- require_batch_limit (src/base/arguments.cpp).
 CREATE OR REPLACE FUNCTION idem.portable_require_batch_limit(batch_limit integer)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -191,7 +191,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_batch_limit(integer) FROM PUBLIC;
 
--- require_acceptable_interval (src/keys/arguments.cpp) for a non-NULL
+-- require_acceptable_interval (src/base/arguments.cpp) for a non-NULL
 -- argument: "must be a finite interval", then "must be a positive
 -- interval" with positive_hint (NULL: the hint naming the setting).
 CREATE OR REPLACE FUNCTION idem.portable_require_interval(value interval, what text, scope text, key text,
@@ -220,7 +220,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_interval(interval, text, text, text, text) FROM PUBLIC;
 
--- require_positive_interval (src/keys/arguments.cpp): a required interval
+-- require_positive_interval (src/base/arguments.cpp): a required interval
 -- argument (max_wait, extend_by) that must also end after now.
 CREATE OR REPLACE FUNCTION idem.portable_require_positive_interval(value interval, what text, now timestamptz,
                                                         scope text, key text, hint text)
@@ -794,14 +794,16 @@ $$;
 REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idem.portable_typical_duration(text) TO PUBLIC;
 
--- ---- scopes owned by roles (the 1.2 section "owners") ----
--- Every call that reads or writes a scope's keys, messages or events runs
--- the owner check first. A 1.1 schema has no idem.scope_owner, so nothing
--- is covered and every scope may be used: these two answer that here, and
--- portable/support-1.2.sql replaces them (CREATE OR REPLACE) with the
--- check against the table, where the table exists. The bodies are not
--- versioned (portable/build.pl), so they name the check in a 1.1 install
--- too, where it must exist and allow.
+-- ---- support-owners.sql
+-- Scopes owned by roles (idem.scope_owner): src/policy/scope_owner.hpp in
+-- SQL. Every call that reads or writes a scope's keys, messages or events
+-- runs the owner check first.
+-- A 1.1 schema has no idem.scope_owner, so nothing is covered and every
+-- scope may be used: these two answer that there, and 1.2 replaces them
+-- (CREATE OR REPLACE, this file's piece for 1.2) with the check against the
+-- table, where the table exists. The bodies are not versioned
+-- (portable/build.pl), so they name the check in a 1.1 install too, where
+-- it must exist and allow.
 CREATE OR REPLACE FUNCTION idem.portable_check_scope_owner(scope text)
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -821,16 +823,14 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
 
--- ---- support-messages.sql
--- The portable engine's helpers for idem.request_hash (RFC 8785, JCS) and
--- for the inbox and outbox.
+-- ---- support-request-hash.sql
+-- The portable engine's helpers for idem.request_hash: RFC 8785 (JCS)
+-- canonical JSON.
 --
 -- idem.request_hash is granted to PUBLIC and runs as its caller (it is not
 -- SECURITY DEFINER, as the C function is not), so its helpers below are
 -- granted to PUBLIC too: like request_hash they are pure functions of their
--- arguments that read no table and reveal nothing. The inbox's and
--- outbox's helpers are called only from SECURITY DEFINER bodies, which run
--- as the extension's owner; PUBLIC may execute none of them.
+-- arguments that read no table and reveal nothing.
 
 -- ---- RFC 8785 canonical JSON (src/pure/jcs.cpp, src/pure/jcs_number.cpp) ----
 -- The C++ engine canonicalizes the document's text (jsonb's output) with a
@@ -1180,6 +1180,11 @@ END
 $$;
 GRANT EXECUTE ON FUNCTION idem.portable_jcs(jsonb) TO PUBLIC;
 
+-- ---- support-messages.sql
+-- The portable engine's helpers for the inbox and outbox. They are called
+-- only from SECURITY DEFINER bodies, which run as the extension's owner;
+-- PUBLIC may execute none of them.
+
 -- ---- the inbox's and outbox's error wording (src/pg/message_text.cpp) ----
 
 -- excerpt(): at most max_chars characters of a text, "..." when cut.
@@ -1273,7 +1278,7 @@ BEGIN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
     END IF;
-    -- The scope's owner (portable/support-1.2.sql), before any key is read.
+    -- The scope's owner (portable/support-owners.sql), before any key is read.
     PERFORM idem.portable_check_scope_owner(scope);
     IF lock_timeout IS NULL AND retention IS NULL THEN
         SELECT sp.lock_timeout, sp.retention, sp.keep_forever, sp.max_attempts, sp.bind_lock_to_session,
@@ -1545,7 +1550,7 @@ CREATE OR REPLACE FUNCTION idem.request_hash(jsonb)
 RETURNS text
 -- SHA-256 of the document's RFC 8785 canonical form in UTF-8, as lowercase
 -- hex (src/keys/request_hash.cpp): the same hex as the C++ engine for every
--- document. The canonical form is idem.portable_jcs's (portable/support-messages.sql);
+-- document. The canonical form is idem.portable_jcs's (portable/support-request-hash.sql);
 -- pg_catalog.sha256 is built in from PostgreSQL 11 on. PL/pgSQL, not SQL,
 -- because the helper is created after this function in the install script.
 AS $function$
@@ -1793,7 +1798,7 @@ RETURNS boolean
 -- OPERATOR(pg_catalog.x), every function and type is schema-qualified, no
 -- construct that looks an operator up by name (IN, BETWEEN, IS DISTINCT
 -- FROM, NULLIF, CASE x WHEN) and no dynamic SQL; and it is not SECURITY
--- DEFINER, so it runs with its caller's rights (sql/79_portable_internal_helpers.sql
+-- DEFINER, so it runs with its caller's rights (test/sql/79_portable_internal_helpers.sql
 -- tries to steer it). Not inlined into the CHECK on purpose: PostgreSQL
 -- plans a CHECK expression again at every write statement, and inlining
 -- an SQL function there re-reads its body each time (measured: twice the
@@ -2435,7 +2440,7 @@ CREATE OR REPLACE FUNCTION idem.claim_or_wait(
     lock_timeout interval DEFAULT NULL,
     retention interval DEFAULT NULL)
 RETURNS idem.claim
--- claim_or_wait (src/waits/claim_or_wait.cpp): claims as
+-- claim_or_wait (src/keys/claim_or_wait.cpp): claims as
 -- claim_idempotency_key does and, while the answer is processing_active,
 -- claims again until max_wait has passed. The portable engine has no
 -- shared memory to be woken through at the owner's commit, so it polls:
@@ -2467,7 +2472,7 @@ BEGIN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
     END IF;
-    -- The scope's owner (portable/support-1.2.sql), before any key is read,
+    -- The scope's owner (portable/support-owners.sql), before any key is read,
     -- and again before each later attempt: an owner changed while the call
     -- waits is seen (each statement of a READ COMMITTED wait reads anew).
     PERFORM idem.portable_check_scope_owner(scope);
@@ -2662,8 +2667,9 @@ RETURNS jsonb
 -- (src/worker/run_maintenance.cpp) stage for stage, in the worker's order,
 -- through the same SQL functions where they exist (sweep_stale,
 -- purge_expired, purge_consumed, purge_published) and the worker's own
--- statements otherwise (portable/support-1.2.sql). At most 10 batches of
--- idem.batch_size per stage, so one call is bounded; the same report keys.
+-- statements otherwise (portable/support-maintenance.sql and
+-- support-completers.sql). At most 10 batches of idem.batch_size per
+-- stage, so one call is bounded; the same report keys.
 -- Completers: only the extension owner's run here, the role this call runs
 -- as (idem.portable_completer_refusal says why); another role's are left
 -- to that role's idem.run_completers(), with a LOG line, and counted as
@@ -3043,7 +3049,7 @@ RETURNS void
 -- check_scope_owner (src/policy/scope_owner.cpp): 42501 naming the scope
 -- when the calling role may not use it; a NULL scope is P4000, as a claim
 -- refuses it. The decision is idem.portable_scope_refusal
--- (portable/support-1.2.sql), the one every covered body asks through
+-- (portable/support-owners.sql), the one every covered body asks through
 -- idem.portable_check_scope_owner.
 AS $function$
 BEGIN
@@ -3353,11 +3359,11 @@ GRANT EXECUTE ON FUNCTION idem.worker_status() TO pg_monitor;
 GRANT SELECT ON TABLE idem.worker_status TO pg_monitor;
 -- ==== end failed rounds ====
 
--- ==== portable engine: support-1.2.sql ====
--- ==== portable support for 1.2: idem.run_maintenance (portable/functions/idem_run_maintenance.sql) ====
--- The C++ engine's worker statements (src/pure/policy_statements.def) and
--- its in-call completer (src/policy/completer_call.cpp), in PL/pgSQL. Each
--- runs as the extension's owner, called from the SECURITY DEFINER body.
+-- ==== portable engine: support-maintenance.sql ====
+-- idem.run_maintenance's rounds (portable/functions/idem_run_maintenance.sql):
+-- the C++ engine's worker statements (src/pure/policy_statements.def) in
+-- PL/pgSQL. Each runs as the extension's owner, called from the SECURITY
+-- DEFINER body. The completers a round runs: support-completers.sql.
 
 -- idem.batch_size, as the C++ engine registers it (1 .. 1000000, default
 -- 10000); without the library it is a plain custom setting, checked here.
@@ -3417,6 +3423,14 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_exhaust_attempts(timestamptz, integer) FROM PUBLIC;
+
+-- ==== portable engine: support-completers.sql ====
+-- The completers idem.run_maintenance runs: the C++ engine's in-call
+-- completer (src/worker/completer_call.cpp) and its worker's completer
+-- statements (src/pure/policy_statements.def), in PL/pgSQL. Each helper
+-- runs as the extension's owner, called from a SECURITY DEFINER body.
+-- Below them, idem.run_completers(), by which another role runs the
+-- completers it owns.
 
 -- The OID of the function a policy names as its completer: 0 when the
 -- name resolves to no function any more, NULL when it cannot be resolved
@@ -3883,12 +3897,12 @@ $$;
 REVOKE ALL ON FUNCTION idem.run_completers() FROM PUBLIC;
 COMMENT ON FUNCTION idem.run_completers() IS
     'Portable engine: runs, as the calling role, the completers it owns for the due keys of scopes it may use (idem.run_maintenance() runs only the extension owner''s).';
--- ==== end portable support for 1.2 ====
 
--- ==== portable support for 1.2: scopes owned by roles (section "owners") ====
--- src/policy/scope_owner.hpp in SQL. The C++ engine keeps idem.scope_owner
--- in a per-backend cache dropped at each change's commit; these read the
--- table at each call, under the statement's snapshot (docs/portable.md).
+-- ==== portable engine: support-owners.sql ====
+-- From 1.2 on, the check against the table. The C++ engine keeps
+-- idem.scope_owner in a per-backend cache dropped at each change's commit;
+-- these read the table at each call, under the statement's snapshot
+-- (docs/portable.md).
 -- Called from idem's SECURITY DEFINER bodies, which run as the extension's
 -- owner and so may read the table; PUBLIC may execute none of them.
 
@@ -4109,9 +4123,8 @@ REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
 -- which calls it) is SECURITY DEFINER and checks the scope's owner before
 -- calling the helper, as the extension's owner: PUBLIC may no longer call
 -- the helper, which checks no scope (no idem.portable_* function is
--- PUBLIC's but request_hash's pure JSON helpers; sql/85_definer_grants.sql).
+-- PUBLIC's but request_hash's pure JSON helpers; test/sql/85_definer_grants.sql).
 REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
--- ==== end portable support for 1.2: owners ====
 
 UPDATE idem.installed_version SET version = '1.2', installed_at = pg_catalog.now();
 COMMIT;

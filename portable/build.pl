@@ -41,6 +41,47 @@ sub spew {
     close $fh;
 }
 
+# The SQLSTATEs the C++ engine names (namespace idem::sqlstate in these
+# headers). A portable file writes each of idem's codes as
+# {{sqlstate::name}}, with the C++ name, and gets the headers' code here,
+# so the two engines cannot give one condition two codes. A name no header
+# has stops the build, and so does a class P4 code written by hand.
+# PostgreSQL's codes for conditions the C++ engine raises with
+# PostgreSQL's own ERRCODE_* (a setting's bad value, a privilege on a
+# function, a cancel) are written as they are: PostgreSQL fixes those.
+my @sqlstate_headers = ('src/pure/errors.hpp', 'src/pure/row_invariants.hpp');
+my %sqlstate;
+for my $header (@sqlstate_headers) {
+    my @blocks = slurp($header) =~ /^namespace sqlstate \{\n(.*?)^\}/msg
+        or die "$header: no `namespace sqlstate {` (portable/build.pl reads idem's SQLSTATEs there)\n";
+    for my $block (@blocks) {
+        while ($block =~ /^inline constexpr char (\w+)\[\] = "([0-9A-Z]{5})";/mg) {
+            die "$header: sqlstate::$1 is $2 here and $sqlstate{$1} in another header\n"
+                if exists $sqlstate{$1} && $sqlstate{$1} ne $2;
+            $sqlstate{$1} = $2;
+        }
+    }
+}
+
+# The text of a file of portable/, each {{sqlstate::name}} in it replaced by its code.
+sub source {
+    my ($path) = @_;
+    my $text = slurp($path);
+    my $at = sub { "$path:" . (1 + (substr($text, 0, $_[0]) =~ tr/\n//)) };
+    if ($text =~ /\bP4[0-9]{3}\b/) {
+        die $at->($-[0]) . ": $&: write idem's SQLSTATE as {{sqlstate::name}}, its name in "
+            . "@sqlstate_headers, not by hand\n";
+    }
+    while ($text =~ /\{\{\s*sqlstate\b[^}]*\}\}/g) {
+        my ($written, $where) = ($&, $at->($-[0]));
+        my ($name) = $written =~ /\A\{\{sqlstate::(\w+)\}\}\z/
+            or die "$where: `$written`: write {{sqlstate::name}}\n";
+        exists $sqlstate{$name} or die "$where: `$written`: no SQLSTATE of that name in @sqlstate_headers\n";
+    }
+    $text =~ s/\{\{sqlstate::(\w+)\}\}/$sqlstate{$1}/g;
+    return $text;
+}
+
 # The update chain from $first: sql/idem--1.1--1.2.sql, then 1.2--1.3, ...
 sub updates {
     my @chain;
@@ -62,7 +103,7 @@ sub body_of {
     my ($symbol) = @_;
     my $path = "portable/functions/$symbol.sql";
     -f $path or die "portable/build.pl: no portable body for C function $symbol (write $path)\n";
-    my $text = slurp($path);
+    my $text = source($path);
     my ($head, $lang, $body) = $text =~ /\A(.*?)^LANGUAGE (plpgsql|sql)[ \t]*\n(AS \$function\$\n.*^\$function\$)\s*\z/ms
         or die "$path: expected comments, a line `LANGUAGE plpgsql` (or sql), then AS \$function\$ ... \$function\$\n";
     lint($path, $body);
@@ -214,39 +255,112 @@ sub portable_script {
             delete $insert{after};
         }
     }
-    die "$source: the anchor for portable/support-keys.sql was not found\n" if defined $insert{after};
+    die "$source: the anchor of the support files placed 'after' was not found\n" if defined $insert{after};
     push @out, '', $insert{end} if defined $insert{end};
     my $script = join("\n", @out) . "\n";
     die "$source: a LANGUAGE C function is left in the portable script\n" if $script =~ /^LANGUAGE C\b/m;
     return $script;
 }
 
-my @supports;    # the support files the versions so far inserted
-my %supported;   # the functions those files created
+# The helpers the portable bodies share, one file per topic
+# (portable/support-<topic>.sql), in the order each version's script
+# creates them. Each row: the version whose script creates the piece,
+# where ('after': right after the statement that creates idem.claim, where
+# the key table, its sequence and the claim type exist and before the
+# functions whose SQL bodies call a helper; 'end': at the script's end),
+# and the file. A file with pieces of more than one version marks each
+# with a line `-- portable: version X.Y` (the text above the first mark
+# goes with the first piece); a file without a mark is one piece.
+my @support_table = (
+    # version  where    file
+    ['1.1', 'after', 'support-keys.sql'],
+    ['1.1', 'after', 'support-owners.sql'],          # stand-ins: every scope may be used
+    ['1.1', 'end',   'support-request-hash.sql'],
+    ['1.1', 'end',   'support-messages.sql'],
+    ['1.2', 'end',   'support-maintenance.sql'],
+    ['1.2', 'end',   'support-completers.sql'],
+    ['1.2', 'end',   'support-owners.sql'],          # the check against idem.scope_owner
+);
 
-# A support file may replace (CREATE OR REPLACE) a function an earlier
-# support file created: a later version's schema gives it more to decide
-# (the 1.1 files' stand-ins for what 1.2's tables decide), and the update
-# scripts re-create the files in order, so the later one wins there too.
+# Every support file's pieces: file => { version => text }, the version ''
+# for a file without a mark.
+my %pieces;
+for my $path (glob('portable/support-*.sql')) {
+    (my $name = $path) =~ s{\Aportable/}{};
+    my @parts = split /^-- portable: version ([0-9.]+)[ \t]*\n/m, source($path);
+    my %piece;
+    if (@parts == 1) {
+        %piece = ('' => $parts[0]);
+    } else {
+        my $head = shift @parts;
+        while (my ($version, $text) = splice(@parts, 0, 2)) {
+            die "$path: two pieces marked version $version\n" if exists $piece{$version};
+            $piece{$version} = $head . $text;
+            $head = '';
+        }
+    }
+    s/\s*\z/\n/ for values %piece;
+    $pieces{$name} = \%piece;
+}
+{
+    my %listed;
+    for my $row (@support_table) {
+        my ($version, $where, $name) = @$row;
+        die "portable/build.pl: the support table's `$where` is neither 'after' nor 'end'\n" unless $where =~ /\A(?:after|end)\z/;
+        my $piece = $pieces{$name} or die "portable/build.pl: the support table names portable/$name, which is missing\n";
+        die "portable/build.pl: the support table gives portable/$name, which has no `-- portable: version` mark, two rows\n"
+            if exists $piece->{''} && $listed{$name}++;
+        die "portable/$name: no piece marked `-- portable: version $version`\n"
+            unless exists $piece->{''} || exists $piece->{$version};
+        die "portable/build.pl: the support table places portable/$name 'after' in $version; only ${first}'s script has the anchor\n"
+            if $where eq 'after' && $version ne $first;
+        $listed{"$name $version"} = 1;
+    }
+    for my $name (sort keys %pieces) {
+        for my $version (sort keys %{$pieces{$name}}) {
+            die "portable/$name" . ($version eq '' ? '' : "'s piece for $version")
+                . " is not in portable/build.pl's support table\n"
+                unless $listed{$version eq '' ? $name : "$name $version"};
+        }
+    }
+}
+
+my @supports;    # [file, text] of the pieces the versions so far inserted
+my %supported;   # the functions those pieces created
+
+# A support piece may replace (CREATE OR REPLACE) a function an earlier
+# piece created: a later version's schema gives it more to decide (1.1's
+# stand-ins for what 1.2's tables decide), and the update scripts
+# re-create the pieces in order, so the later one wins there too.
 sub support {
-    my ($name) = @_;
+    my ($name, $text) = @_;
     my $path = "portable/$name";
-    return undef unless -f $path;
-    my $text = slurp($path);
     for my $statement (statements_of($text)) {
         die "$path: a support file holds only functions and their grants, not `$statement`\n"
             unless $statement =~ /\A(?:CREATE (?:OR REPLACE )?FUNCTION|REVOKE|GRANT|COMMENT ON FUNCTION) /;
         if ($statement =~ /\ACREATE (OR REPLACE )?FUNCTION ([\w.]+)\(/) {
             my ($replace, $function) = ($1, $2);
-            die "$path: CREATE OR REPLACE FUNCTION $function, which no earlier support file created\n"
+            die "$path: CREATE OR REPLACE FUNCTION $function, which no earlier support piece created\n"
                 if $replace && !$supported{$function};
-            die "$path: CREATE FUNCTION $function, which an earlier support file created (CREATE OR REPLACE it)\n"
+            die "$path: CREATE FUNCTION $function, which an earlier support piece created (CREATE OR REPLACE it)\n"
                 if !$replace && $supported{$function};
             $supported{$function} = 1;
         }
     }
-    push @supports, $name;
+    push @supports, [$name, $text];
     return "-- ==== portable engine: $name ====\n" . $text;
+}
+
+# What a version's script inserts: (after, end), each undef when nothing.
+sub support_of {
+    my ($version) = @_;
+    my %at;
+    for my $row (grep { $_->[0] eq $version } @support_table) {
+        my (undef, $where, $name) = @$row;
+        my $piece = $pieces{$name};
+        push @{$at{$where}}, support($name, exists $piece->{''} ? $piece->{''} : $piece->{$version});
+    }
+    return map { $at{$_} ? join("\n", @{$at{$_}}) : undef } qw(after end);
 }
 
 # A support file's statements with their bodies and comments left out,
@@ -263,8 +377,9 @@ sub statements_of {
 sub refresh_block {
     my ($from) = @_;
     my $block = "-- ==== portable engine: ${from}'s functions with this release's bodies ====\n";
-    for my $name (@supports) {
-        (my $text = slurp("portable/$name")) =~ s/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /mg;
+    for my $piece (@supports) {
+        my ($name, $text) = @$piece;
+        $text =~ s/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /mg;
         $block .= "-- ---- $name\n$text\n";
     }
     $block .= "-- ---- the bodies of the C++ engine's LANGUAGE C functions\n";
@@ -291,18 +406,23 @@ my $base = 'sql/idem--1.1.sql';
 -f $base or die "portable/build.pl: $base is missing (make builds it)\n";
 my %script;      # version => pg_tle extension script
 my %update;      # "from--to" => pg_tle update script
+my ($after, $end) = support_of($first);
 $script{$first} = portable_script($base, slurp($base),
-    after => [qr/^CREATE TYPE idem\.claim AS \(/, support('support-keys.sql') // ''],
-    end => support('support-messages.sql'));
+    after => [qr/^CREATE TYPE idem\.claim AS \(/, $after // ''],
+    defined $end ? (end => $end) : ());
 my $newest = $first;
 for my $u (updates()) {
     my ($from, $to, $path) = @$u;
     my $refreshed = refresh_block($from);
-    my $support = support("support-$to.sql");
-    my $proper = portable_script($path, slurp($path), defined $support ? (end => $support) : ());
+    my (undef, $end) = support_of($to);     # only $first's script has the anchor of 'after'
+    my $proper = portable_script($path, slurp($path), defined $end ? (end => $end) : ());
     $update{"$from--$to"} = $refreshed . $proper;
     $script{$to} = $script{$from} . "\n" . $proper;
     $newest = $to;
+}
+for my $row (@support_table) {
+    die "portable/build.pl: the support table names version $row->[0], which neither sql/idem--$first.sql nor an update makes\n"
+        unless exists $script{$row->[0]};
 }
 
 my $out = $check ? tempdir(CLEANUP => 1) : '.';
@@ -392,7 +512,7 @@ for my $u (sort keys %update) {
 if ($check) {
     my $diff = system('diff', '-r', '-q', "$out/dist", 'dist');
     if ($diff != 0) {
-        print STDERR "dist/ is not what `make portable` writes from sql/ and portable/: run make portable and commit dist/\n";
+        print STDERR "dist/ is not what `make portable` writes from sql/, portable/ and @sqlstate_headers: run make portable and commit dist/\n";
         exit 1;
     }
     print "dist/ is current\n";

@@ -18,7 +18,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_excerpt(text) FROM PUBLIC;
 
--- errdetail_key (src/keys/arguments.cpp): 'scope "s", key "k"' with a
+-- errdetail_key (src/base/arguments.cpp): 'scope "s", key "k"' with a
 -- suffix after "; ", each name cut to 300 characters and marked "..."
 -- when cut (src/pg/message_text.hpp).
 CREATE FUNCTION idem.portable_key_detail(scope text, key text, suffix text DEFAULT NULL)
@@ -34,7 +34,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_key_detail(text, text, text) FROM PUBLIC;
 
--- require_scope_and_key (src/keys/arguments.cpp).
+-- require_scope_and_key (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_scope_and_key(scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -46,35 +46,35 @@ DECLARE
 BEGIN
     IF scope IS NULL THEN
         RAISE EXCEPTION 'idempotency scope must not be NULL'
-            USING ERRCODE = 'P4000', DETAIL = 'scope is NULL', HINT = scope_hint;
+            USING ERRCODE = '{{sqlstate::scope_invalid}}', DETAIL = 'scope is NULL', HINT = scope_hint;
     END IF;
     IF pg_catalog.char_length(scope) = 0 THEN
         RAISE EXCEPTION 'idempotency scope must not be empty'
-            USING ERRCODE = 'P4000', DETAIL = idem.portable_key_detail(scope, NULL), HINT = scope_hint;
+            USING ERRCODE = '{{sqlstate::scope_invalid}}', DETAIL = idem.portable_key_detail(scope, NULL), HINT = scope_hint;
     END IF;
     IF pg_catalog.char_length(scope) > 255 THEN
         RAISE EXCEPTION 'idempotency scope is longer than 255 characters'
-            USING ERRCODE = 'P4000', DETAIL = idem.portable_key_detail(scope, NULL), HINT = scope_hint;
+            USING ERRCODE = '{{sqlstate::scope_invalid}}', DETAIL = idem.portable_key_detail(scope, NULL), HINT = scope_hint;
     END IF;
     IF key IS NULL THEN
         RAISE EXCEPTION 'the Idempotency-Key is required'
-            USING ERRCODE = 'P4001', DETAIL = idem.portable_key_detail(scope, NULL, 'key is NULL'),
+            USING ERRCODE = '{{sqlstate::key_invalid}}', DETAIL = idem.portable_key_detail(scope, NULL, 'key is NULL'),
                   HINT = key_hint;
     END IF;
     IF pg_catalog.char_length(key) = 0 THEN
         RAISE EXCEPTION 'the Idempotency-Key must not be empty'
-            USING ERRCODE = 'P4001', DETAIL = idem.portable_key_detail(scope, key), HINT = key_hint;
+            USING ERRCODE = '{{sqlstate::key_invalid}}', DETAIL = idem.portable_key_detail(scope, key), HINT = key_hint;
     END IF;
     IF pg_catalog.char_length(key) > 255 THEN
         RAISE EXCEPTION 'the Idempotency-Key is longer than 255 characters'
-            USING ERRCODE = 'P4001', DETAIL = idem.portable_key_detail(scope, key),
+            USING ERRCODE = '{{sqlstate::key_invalid}}', DETAIL = idem.portable_key_detail(scope, key),
                   HINT = 'Use a key of 1 to 255 characters, such as a UUID.';
     END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_scope_and_key(text, text) FROM PUBLIC;
 
--- require_text (src/keys/arguments.cpp): "<what> must not be NULL|empty".
+-- require_text (src/base/arguments.cpp): "<what> must not be NULL|empty".
 CREATE FUNCTION idem.portable_require_text(value text, sqlstate text, what text, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -90,7 +90,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_text(text, text, text, text, text) FROM PUBLIC;
 
--- require_fence (src/keys/arguments.cpp).
+-- require_fence (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_fence(fence bigint, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -99,19 +99,19 @@ AS $$
 BEGIN
     IF fence IS NULL THEN
         RAISE EXCEPTION 'fence must not be NULL'
-            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+            USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = idem.portable_key_detail(scope, key),
                   HINT = 'Pass the fence returned by the claim that made you the owner.';
     END IF;
     IF fence <= 0 THEN
         RAISE EXCEPTION 'fence must be positive, not %', fence
-            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+            USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = idem.portable_key_detail(scope, key),
                   HINT = 'Pass the fence returned by the claim that made you the owner.';
     END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_fence(bigint, text, text) FROM PUBLIC;
 
--- require_bool (src/keys/arguments.cpp).
+-- require_bool (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_bool(value boolean, what text, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -120,14 +120,14 @@ AS $$
 BEGIN
     IF value IS NULL THEN
         RAISE EXCEPTION '% must not be NULL', what
-            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+            USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = idem.portable_key_detail(scope, key),
                   HINT = pg_catalog.format('Pass true or false for %s.', what);
     END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_bool(boolean, text, text, text) FROM PUBLIC;
 
--- optional_response_code (src/keys/arguments.cpp).
+-- optional_response_code (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_check_response_code(code integer, required boolean, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -137,21 +137,21 @@ BEGIN
     IF code IS NULL THEN
         IF required THEN
             RAISE EXCEPTION 'response_code must not be NULL'
-                USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = idem.portable_key_detail(scope, key),
                       HINT = 'Pass the HTTP status the request answered, such as 201.';
         END IF;
         RETURN;
     END IF;
     IF code < 100 OR code > 599 THEN
         RAISE EXCEPTION 'response_code % is not an HTTP status code', code
-            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+            USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = idem.portable_key_detail(scope, key),
                   HINT = 'Pass an HTTP status between 100 and 599.';
     END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_check_response_code(integer, boolean, text, text) FROM PUBLIC;
 
--- require_batch_limit (src/keys/arguments.cpp).
+-- require_batch_limit (src/base/arguments.cpp).
 CREATE FUNCTION idem.portable_require_batch_limit(batch_limit integer)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -160,19 +160,19 @@ AS $$
 BEGIN
     IF batch_limit IS NULL THEN
         RAISE EXCEPTION 'batch_limit must not be NULL'
-            USING ERRCODE = 'P4004', DETAIL = 'batch_limit is NULL',
+            USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = 'batch_limit is NULL',
                   HINT = 'Pass a positive number of rows, such as 10000.';
     END IF;
     IF batch_limit <= 0 THEN
         RAISE EXCEPTION 'batch_limit must be positive, not %', batch_limit
-            USING ERRCODE = 'P4004', DETAIL = pg_catalog.format('batch_limit is %s', batch_limit),
+            USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = pg_catalog.format('batch_limit is %s', batch_limit),
                   HINT = 'Pass a positive number of rows, such as 10000.';
     END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_batch_limit(integer) FROM PUBLIC;
 
--- require_acceptable_interval (src/keys/arguments.cpp) for a non-NULL
+-- require_acceptable_interval (src/base/arguments.cpp) for a non-NULL
 -- argument: "must be a finite interval", then "must be a positive
 -- interval" with positive_hint (NULL: the hint naming the setting).
 CREATE FUNCTION idem.portable_require_interval(value interval, what text, scope text, key text,
@@ -184,7 +184,7 @@ AS $$
 BEGIN
     IF NOT pg_catalog.isfinite(value) THEN
         RAISE EXCEPTION '% must be a finite interval', what
-            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+            USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = idem.portable_key_detail(scope, key),
                   HINT = pg_catalog.format('Pass a positive %s such as ''30 seconds'', or NULL for the setting idem.%s%s.',
                                            what, what,
                                            CASE WHEN what = 'retention'
@@ -192,7 +192,7 @@ BEGIN
     END IF;
     IF NOT idem.interval_is_positive(value, false) THEN
         RAISE EXCEPTION '% must be a positive interval', what
-            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+            USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = idem.portable_key_detail(scope, key),
                   HINT = coalesce(positive_hint,
                                   pg_catalog.format('Pass a positive %s such as ''30 seconds'', or NULL for the setting idem.%s.',
                                                     what, what));
@@ -201,7 +201,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_require_interval(interval, text, text, text, text) FROM PUBLIC;
 
--- require_positive_interval (src/keys/arguments.cpp): a required interval
+-- require_positive_interval (src/base/arguments.cpp): a required interval
 -- argument (max_wait, extend_by) that must also end after now.
 CREATE FUNCTION idem.portable_require_positive_interval(value interval, what text, now timestamptz,
                                                         scope text, key text, hint text)
@@ -212,12 +212,12 @@ AS $$
 BEGIN
     IF value IS NULL THEN
         RAISE EXCEPTION '% must not be NULL', what
-            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key), HINT = hint;
+            USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = idem.portable_key_detail(scope, key), HINT = hint;
     END IF;
     PERFORM idem.portable_require_interval(value, what, scope, key, hint);
     IF now + value <= now THEN
         RAISE EXCEPTION '% must be a positive interval', what
-            USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key), HINT = hint;
+            USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = idem.portable_key_detail(scope, key), HINT = hint;
     END IF;
     RETURN now + value;
 END
@@ -369,7 +369,7 @@ REVOKE ALL ON FUNCTION idem.portable_session_token_of(timestamptz) FROM PUBLIC;
 
 -- This session's token. pg_stat_activity shows a session's backend_start
 -- only to roles with the privileges of its user (or pg_read_all_stats): an
--- extension owner without them cannot bind, and is told so (55000, as the
+-- extension owner without them cannot bind, and is told so ({{sqlstate::not_preloaded}}, as the
 -- C++ engine without its registry).
 CREATE FUNCTION idem.portable_session_token()
 RETURNS bigint
@@ -383,7 +383,7 @@ BEGIN
       FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
     IF started IS NULL THEN
         RAISE EXCEPTION 'idem.bind_lock_to_session needs to see this session in pg_stat_activity'
-            USING ERRCODE = '55000',
+            USING ERRCODE = '{{sqlstate::not_preloaded}}',
                   DETAIL = 'The portable engine names a session by its backend_start, which pg_stat_activity hides from the extension''s owner.',
                   HINT = 'GRANT pg_read_all_stats TO the extension''s owner, or turn idem.bind_lock_to_session off.';
     END IF;
@@ -438,7 +438,7 @@ REVOKE ALL ON FUNCTION idem.portable_session_alive(bigint) FROM PUBLIC;
 -- another claim changed the key: look again, at most 16 times.
 -- Classification (src/pure/classify.cpp, docs/contract.md "What a claim answers"): a finished row past
 -- expires_at is absent (a new generation, any hash); then a different
--- request hash is P4002; then by status. bound: this session's token when
+-- request hash is {{sqlstate::request_mismatch}}; then by status. bound: this session's token when
 -- the claim binds its lock (NULL otherwise).
 CREATE FUNCTION idem.portable_claim_once(
     scope text, key text, request_hash text, claimed_by text,
@@ -471,7 +471,7 @@ BEGIN
                 action := 'regenerate';
             ELSIF r.request_hash <> portable_claim_once.request_hash THEN
                 RAISE EXCEPTION 'idempotency key was already used for a different request'
-                    USING ERRCODE = 'P4002',
+                    USING ERRCODE = '{{sqlstate::request_mismatch}}',
                           DETAIL = idem.portable_key_detail(scope, key, 'the stored request''s status is ' || r.status::text),
                           HINT = 'Use a new idempotency key for a new request; a retry must send exactly the same request.';
             ELSIF r.status = 'succeeded' THEN
@@ -496,7 +496,7 @@ BEGIN
             END IF;
             IF read_only THEN
                 RAISE EXCEPTION 'cannot claim this idempotency key in a read-only transaction'
-                    USING ERRCODE = '25006', DETAIL = idem.portable_key_detail(scope, key),
+                    USING ERRCODE = '{{sqlstate::read_only}}', DETAIL = idem.portable_key_detail(scope, key),
                           HINT = 'Only replays of finished keys work read-only; claiming a new, stale or failed key writes it, so use a read-write transaction on the primary.';
             END IF;
             IF action IN ('take_over_failed', 'take_over_stale')
@@ -589,7 +589,7 @@ BEGIN
     END LOOP;
     IF kind IS NULL THEN
         RAISE EXCEPTION 'could not claim the idempotency key: it kept changing under contention'
-            USING ERRCODE = '40001', DETAIL = idem.portable_key_detail(scope, key),
+            USING ERRCODE = '{{sqlstate::contention}}', DETAIL = idem.portable_key_detail(scope, key),
                   HINT = 'Retry the request; the key is being claimed by many requests at once.';
     END IF;
     -- form_claim: the fence only for a kind that grants ownership; a twin
@@ -608,7 +608,7 @@ REVOKE ALL ON FUNCTION idem.portable_claim_once(text, text, text, text, interval
     FROM PUBLIC;
 
 -- An owner's write matched no row (explain_refusal, src/keys/outcome.cpp):
--- missing, a stale fence (P4012), or not owned by this fence. The detail
+-- missing, a stale fence ({{sqlstate::stale_fence}}), or not owned by this fence. The detail
 -- names the caller's fence, never the key's.
 CREATE FUNCTION idem.portable_explain_refusal(scope text, key text, fence bigint,
                                               not_owned_sqlstate text, operation text)
@@ -630,7 +630,7 @@ BEGIN
     END IF;
     IF current_fence > fence THEN
         RAISE EXCEPTION '%: stale fence, a newer claim owns the idempotency key', operation
-            USING ERRCODE = 'P4012',
+            USING ERRCODE = '{{sqlstate::stale_fence}}',
                   DETAIL = idem.portable_key_detail(scope, key,
                                pg_catalog.format('your fence %s is older than the key''s', fence)),
                   HINT = 'Your lock expired and another request took the key over; stop working on it and do not record an outcome.';
@@ -664,8 +664,8 @@ $$;
 REVOKE ALL ON FUNCTION idem.portable_log_tool_use(text, text, text, text) FROM PUBLIC;
 
 -- A by-key tool's statement matched no row (refuse, src/keys/key_tools.cpp):
--- the key is missing (P4020), in flight without force (P4021), or changed
--- meanwhile (40001). Logs the refusal, then raises it.
+-- the key is missing ({{sqlstate::key_not_found}}), in flight without force ({{sqlstate::key_in_flight}}), or changed
+-- meanwhile ({{sqlstate::contention}}). Logs the refusal, then raises it.
 CREATE FUNCTION idem.portable_refuse_tool(tool text, scope text, key text)
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -682,7 +682,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM idem.portable_log_tool_use(tool, scope, key, 'refused: no such key');
         RAISE EXCEPTION 'idem.%: idempotency key does not exist', tool
-            USING ERRCODE = 'P4020', DETAIL = idem.portable_key_detail(scope, key),
+            USING ERRCODE = '{{sqlstate::key_not_found}}', DETAIL = idem.portable_key_detail(scope, key),
                   HINT = 'Check the scope and key with idem.lookup; an expired key may already have been purged.';
     END IF;
     observed := pg_catalog.format('status %s, fence %s', current_status, current_fence);
@@ -690,13 +690,13 @@ BEGIN
         PERFORM idem.portable_log_tool_use(tool, scope, key,
             pg_catalog.format('refused: the key changed meanwhile (%s)', observed));
         RAISE EXCEPTION 'idem.%: the idempotency key changed while being handled', tool
-            USING ERRCODE = '40001', DETAIL = idem.portable_key_detail(scope, key, observed),
+            USING ERRCODE = '{{sqlstate::contention}}', DETAIL = idem.portable_key_detail(scope, key, observed),
                   HINT = 'Run the call again.';
     END IF;
     PERFORM idem.portable_log_tool_use(tool, scope, key,
         pg_catalog.format('refused: the key is in flight (%s)', observed));
     RAISE EXCEPTION 'idem.%: idempotency key is being processed', tool
-        USING ERRCODE = 'P4021', DETAIL = idem.portable_key_detail(scope, key, observed),
+        USING ERRCODE = '{{sqlstate::key_in_flight}}', DETAIL = idem.portable_key_detail(scope, key, observed),
               HINT = 'Its owner may still be working and would lose its outcome. Wait for it (idem.lookup shows locked_until), or pass force => true to end it anyway.';
 END
 $$;
@@ -774,30 +774,3 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idem.portable_typical_duration(text) TO PUBLIC;
-
--- ---- scopes owned by roles (the 1.2 section "owners") ----
--- Every call that reads or writes a scope's keys, messages or events runs
--- the owner check first. A 1.1 schema has no idem.scope_owner, so nothing
--- is covered and every scope may be used: these two answer that here, and
--- portable/support-1.2.sql replaces them (CREATE OR REPLACE) with the
--- check against the table, where the table exists. The bodies are not
--- versioned (portable/build.pl), so they name the check in a 1.1 install
--- too, where it must exist and allow.
-CREATE FUNCTION idem.portable_check_scope_owner(scope text)
-RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-END
-$$;
-REVOKE ALL ON FUNCTION idem.portable_check_scope_owner(text) FROM PUBLIC;
-
-CREATE FUNCTION idem.portable_may_use_scope(scope text)
-RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT $1 IS NOT NULL
-$$;
-REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;

@@ -1,7 +1,7 @@
--- check_scope_owner (src/policy/scope_owner.cpp): 42501 naming the scope
--- when the calling role may not use it; a NULL scope is P4000, as a claim
+-- check_scope_owner (src/policy/scope_owner.cpp): {{sqlstate::scope_not_owned}} naming the scope
+-- when the calling role may not use it; a NULL scope is {{sqlstate::scope_invalid}}, as a claim
 -- refuses it. The decision is idem.portable_scope_refusal
--- (portable/support-1.2.sql), the one every covered body asks through
+-- (portable/support-owners.sql), the one every covered body asks through
 -- idem.portable_check_scope_owner.
 LANGUAGE plpgsql
 AS $function$

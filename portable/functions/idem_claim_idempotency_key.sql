@@ -32,9 +32,9 @@ BEGIN
        OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
        OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255 THEN
         PERFORM idem.portable_require_scope_and_key(scope, key);
-        PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
+        PERFORM idem.portable_require_text(request_hash, '{{sqlstate::request_hash_invalid}}', 'request_hash', scope, key);
     END IF;
-    -- The scope's owner (portable/support-1.2.sql), before any key is read.
+    -- The scope's owner (portable/support-owners.sql), before any key is read.
     PERFORM idem.portable_check_scope_owner(scope);
     IF lock_timeout IS NULL AND retention IS NULL THEN
         SELECT sp.lock_timeout, sp.retention, sp.keep_forever, sp.max_attempts, sp.bind_lock_to_session,

@@ -1,4 +1,4 @@
--- claim_or_wait (src/waits/claim_or_wait.cpp): claims as
+-- claim_or_wait (src/keys/claim_or_wait.cpp): claims as
 -- claim_idempotency_key does and, while the answer is processing_active,
 -- claims again until max_wait has passed. The portable engine has no
 -- shared memory to be woken through at the owner's commit, so it polls:
@@ -29,9 +29,9 @@ BEGIN
        OR pg_catalog.char_length(scope) NOT BETWEEN 1 AND 255
        OR pg_catalog.char_length(key) NOT BETWEEN 1 AND 255 THEN
         PERFORM idem.portable_require_scope_and_key(scope, key);
-        PERFORM idem.portable_require_text(request_hash, 'P4003', 'request_hash', scope, key);
+        PERFORM idem.portable_require_text(request_hash, '{{sqlstate::request_hash_invalid}}', 'request_hash', scope, key);
     END IF;
-    -- The scope's owner (portable/support-1.2.sql), before any key is read,
+    -- The scope's owner (portable/support-owners.sql), before any key is read,
     -- and again before each later attempt: an owner changed while the call
     -- waits is seen (each statement of a READ COMMITTED wait reads anew).
     PERFORM idem.portable_check_scope_owner(scope);
@@ -55,11 +55,11 @@ BEGIN
                                                policy.max_attempts, bound);
             IF answer.kind = 'processing_active' THEN
                 -- Undo whatever a lost takeover locked (PL/pgSQL variables
-                -- survive the rollback, so the answer does). P4098 is raised
+                -- survive the rollback, so the answer does). {{sqlstate::portable_rollback}} is raised
                 -- and caught only here; any other error ends the call.
-                RAISE EXCEPTION USING ERRCODE = 'P4098';
+                RAISE EXCEPTION USING ERRCODE = '{{sqlstate::portable_rollback}}';
             END IF;
-        EXCEPTION WHEN SQLSTATE 'P4098' THEN
+        EXCEPTION WHEN SQLSTATE '{{sqlstate::portable_rollback}}' THEN
             NULL;
         END;
         now := pg_catalog.clock_timestamp();

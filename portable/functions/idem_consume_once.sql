@@ -22,27 +22,27 @@ DECLARE
 BEGIN
     IF $1 IS NULL OR pg_catalog.char_length($1) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'consumer must be 1 to 255 characters'
-            USING ERRCODE = 'P4000',
+            USING ERRCODE = '{{sqlstate::scope_invalid}}',
                   DETAIL = pg_catalog.format('consumer was %s.', idem.portable_msg_quoted($1, 40)),
                   HINT = 'Name the consumer (the scope of its message ids).';
     END IF;
     IF $2 IS NULL OR pg_catalog.char_length($2) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'message_id must be 1 to 255 characters'
-            USING ERRCODE = 'P4001',
+            USING ERRCODE = '{{sqlstate::key_invalid}}',
                   DETAIL = pg_catalog.format('consumer %s, message_id %s.', idem.portable_msg_quoted($1),
                                              idem.portable_msg_quoted($2, 40)),
                   HINT = 'Pass the message''s own id, as the broker delivers it.';
     END IF;
     IF $3 IS NULL OR $3 = '' THEN
         RAISE EXCEPTION 'message_hash must not be empty'
-            USING ERRCODE = 'P4003',
+            USING ERRCODE = '{{sqlstate::request_hash_invalid}}',
                   DETAIL = pg_catalog.format('consumer %s, message_id %s.', idem.portable_msg_quoted($1),
                                              idem.portable_msg_quoted($2)),
                   HINT = 'Pass a fingerprint of the message body, for example idem.request_hash(body).';
     END IF;
     IF $4 IS NOT NULL AND NOT idem.interval_is_positive($4) THEN
         RAISE EXCEPTION 'retention must be positive and finite'
-            USING ERRCODE = 'P4004',
+            USING ERRCODE = '{{sqlstate::bad_argument}}',
                   DETAIL = pg_catalog.format('retention was %s.', $4),
                   HINT = 'Pass a positive interval, or NULL for idem.inbox_retention.';
     END IF;
@@ -63,7 +63,7 @@ BEGIN
             IF stored_hash IS DISTINCT FROM $3 THEN
                 RAISE EXCEPTION 'message % of consumer % was consumed with a different message_hash',
                                 idem.portable_msg_quoted($2), idem.portable_msg_quoted($1)
-                    USING ERRCODE = 'P4050',
+                    USING ERRCODE = '{{sqlstate::message_mismatch}}',
                           DETAIL = pg_catalog.format('consumer %s, message_id %s: stored hash %s, given %s.',
                                                      idem.portable_msg_quoted($1), idem.portable_msg_quoted($2),
                                                      COALESCE(idem.portable_msg_excerpt(stored_hash), 'NULL'),
@@ -98,7 +98,7 @@ BEGIN
     END LOOP;
     RAISE EXCEPTION 'consume_once could not settle message % of consumer %',
                     idem.portable_msg_quoted($2), idem.portable_msg_quoted($1)
-        USING ERRCODE = 'P4099',
+        USING ERRCODE = '{{sqlstate::internal}}',
               DETAIL = 'The message changed under two attempts in a row.',
               HINT = 'Retry the transaction.';
 END

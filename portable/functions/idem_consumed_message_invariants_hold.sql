@@ -1,27 +1,27 @@
 -- The rules of an idem.consumed_message row (src/messages/message_invariants.cpp):
--- true, or 23514 naming the rule the row breaks. NULL in a column means
+-- true, or {{sqlstate::check_violation}} naming the rule the row breaks. NULL in a column means
 -- NOT NULL already refused it, so a rule skips it.
 LANGUAGE plpgsql
 AS $function$
 BEGIN
     IF pg_catalog.char_length($1) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'new row violates idem invariant "consumer_length"'
-            USING ERRCODE = '23514', DETAIL = 'The consumer is 1 to 255 characters long.',
-                  HINT = 'idem.consume_once refuses any other consumer (P4000).';
+            USING ERRCODE = '{{sqlstate::check_violation}}', DETAIL = 'The consumer is 1 to 255 characters long.',
+                  HINT = 'idem.consume_once refuses any other consumer ({{sqlstate::scope_invalid}}).';
     END IF;
     IF pg_catalog.char_length($2) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'new row violates idem invariant "message_id_length"'
-            USING ERRCODE = '23514', DETAIL = 'The message_id is 1 to 255 characters long.',
-                  HINT = 'idem.consume_once refuses any other message id (P4001).';
+            USING ERRCODE = '{{sqlstate::check_violation}}', DETAIL = 'The message_id is 1 to 255 characters long.',
+                  HINT = 'idem.consume_once refuses any other message id ({{sqlstate::key_invalid}}).';
     END IF;
     IF $3 = '' THEN
         RAISE EXCEPTION 'new row violates idem invariant "message_hash_present"'
-            USING ERRCODE = '23514', DETAIL = 'message_hash is not empty.',
+            USING ERRCODE = '{{sqlstate::check_violation}}', DETAIL = 'message_hash is not empty.',
                   HINT = 'Store the fingerprint the message was consumed with.';
     END IF;
     IF NOT ($5 > $4) THEN
         RAISE EXCEPTION 'new row violates idem invariant "expires_after_consumption"'
-            USING ERRCODE = '23514', DETAIL = 'expires_at is later than consumed_at.',
+            USING ERRCODE = '{{sqlstate::check_violation}}', DETAIL = 'expires_at is later than consumed_at.',
                   HINT = 'A message kept forever has expires_at = ''infinity''.';
     END IF;
     RETURN true;

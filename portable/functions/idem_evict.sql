@@ -1,5 +1,5 @@
 -- evict (src/keys/key_tools.cpp): deletes a key so a client may reuse it;
--- an in-flight key only with force (P4021 otherwise), a missing one P4020.
+-- an in-flight key only with force ({{sqlstate::key_in_flight}} otherwise), a missing one {{sqlstate::key_not_found}}.
 -- Returns the row as it was; each use logged with who asked.
 LANGUAGE plpgsql
 AS $function$

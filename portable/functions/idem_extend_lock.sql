@@ -1,6 +1,6 @@
 -- extend_lock (src/keys/outcome.cpp): never shortens a lock; an owner's key
 -- the sweeper declared abandoned (and nobody claimed since) is processing
--- again. P4014 or P4012 when the fenced UPDATE matches nothing.
+-- again. {{sqlstate::lock_not_owned}} or {{sqlstate::stale_fence}} when the fenced UPDATE matches nothing.
 LANGUAGE plpgsql
 AS $function$
 DECLARE
@@ -22,7 +22,7 @@ BEGIN
             OR (r.status = 'failed_retryable' AND r.failure_code = 'abandoned' AND r.expires_at > now))
     RETURNING r.locked_until INTO result;
     IF NOT FOUND THEN
-        PERFORM idem.portable_explain_refusal(scope, key, fence, 'P4014', 'extend_lock');
+        PERFORM idem.portable_explain_refusal(scope, key, fence, '{{sqlstate::lock_not_owned}}', 'extend_lock');
     END IF;
     RETURN result;
 END

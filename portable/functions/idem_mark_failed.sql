@@ -1,6 +1,6 @@
 -- mark_failed (src/keys/outcome.cpp): the arguments in the C++ engine's
 -- order, 'abandoned' refused (the sweeper's marker, which the statements
--- act on), then one fenced UPDATE; P4011 or P4012 when it matches nothing.
+-- act on), then one fenced UPDATE; {{sqlstate::fail_not_owned}} or {{sqlstate::stale_fence}} when it matches nothing.
 LANGUAGE plpgsql
 AS $function$
 DECLARE
@@ -15,10 +15,10 @@ BEGIN
         PERFORM idem.portable_require_scope_and_key(scope, key);
         PERFORM idem.portable_require_fence(fence, scope, key);
         PERFORM idem.portable_require_bool(retryable, 'retryable', scope, key);
-        PERFORM idem.portable_require_text(failure_code, 'P4004', 'failure_code', scope, key);
+        PERFORM idem.portable_require_text(failure_code, '{{sqlstate::bad_argument}}', 'failure_code', scope, key);
         IF failure_code = 'abandoned' THEN
             RAISE EXCEPTION 'failure_code ''abandoned'' is reserved for idem''s own markers'
-                USING ERRCODE = 'P4004', DETAIL = idem.portable_key_detail(scope, key),
+                USING ERRCODE = '{{sqlstate::bad_argument}}', DETAIL = idem.portable_key_detail(scope, key),
                       HINT = 'idem''s sweeper records ''abandoned'' itself; pass a code of your own, such as ''app_timeout''.';
         END IF;
         PERFORM idem.portable_check_response_code(response_code, false, scope, key);
@@ -37,7 +37,7 @@ BEGIN
        AND (r.status = 'processing'
             OR (r.status = 'failed_retryable' AND r.failure_code = 'abandoned' AND r.expires_at > now));
     IF NOT FOUND THEN
-        PERFORM idem.portable_explain_refusal(scope, key, fence, 'P4011', 'mark_failed');
+        PERFORM idem.portable_explain_refusal(scope, key, fence, '{{sqlstate::fail_not_owned}}', 'mark_failed');
     END IF;
 END
 $function$

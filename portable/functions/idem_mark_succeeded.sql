@@ -1,5 +1,5 @@
 -- mark_succeeded (src/keys/outcome.cpp): one fenced UPDATE; only when it
--- matches no row is the key read again to say why (P4010 or P4012). The
+-- matches no row is the key read again to say why ({{sqlstate::succeed_not_owned}} or {{sqlstate::stale_fence}}). The
 -- duration estimate the C++ engine feeds here is read from the table by
 -- idem.typical_duration instead, and there are no waiters to wake (a
 -- portable claim_or_wait polls).
@@ -31,7 +31,7 @@ BEGIN
        AND (r.status = 'processing'
             OR (r.status = 'failed_retryable' AND r.failure_code = 'abandoned' AND r.expires_at > now));
     IF NOT FOUND THEN
-        PERFORM idem.portable_explain_refusal(scope, key, fence, 'P4010', 'mark_succeeded');
+        PERFORM idem.portable_explain_refusal(scope, key, fence, '{{sqlstate::succeed_not_owned}}', 'mark_succeeded');
     END IF;
 END
 $function$

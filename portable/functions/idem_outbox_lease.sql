@@ -9,7 +9,7 @@ AS $function$
 BEGIN
     IF $1 IS NULL OR $1 <= 0 THEN
         RAISE EXCEPTION 'batch_limit must be positive'
-            USING ERRCODE = 'P4004',
+            USING ERRCODE = '{{sqlstate::bad_argument}}',
                   DETAIL = pg_catalog.format('batch_limit was %s.', COALESCE($1::text, 'NULL')),
                   HINT = 'Pass a positive number of rows.';
     END IF;
@@ -17,7 +17,7 @@ BEGIN
     -- granted, and the next lease would take the same event.
     IF $2 IS NULL OR NOT idem.interval_is_positive($2) THEN
         RAISE EXCEPTION 'lease must be positive and finite'
-            USING ERRCODE = 'P4004',
+            USING ERRCODE = '{{sqlstate::bad_argument}}',
                   DETAIL = pg_catalog.format('lease was %s.', COALESCE($2::text, 'NULL')),
                   HINT = 'Pass a lease longer than one delivery takes.';
     END IF;

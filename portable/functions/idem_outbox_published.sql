@@ -1,4 +1,4 @@
--- outbox_published (src/messages/outbox.cpp): P4012, with
+-- outbox_published (src/messages/outbox.cpp): {{sqlstate::stale_fence}}, with
 -- idem.outbox_lease_lost's words, when the lease was lost. published_at is
 -- the clock at the mark, not the statement's start, as in C++: a relay may
 -- lease an aggregate's next event only after this mark committed, and the
@@ -35,7 +35,7 @@ BEGIN
     state := CASE WHEN NOT FOUND THEN 'no such event'
                   ELSE pg_catalog.format('status %s', event_status) END;
     RAISE EXCEPTION 'the lease on this outbox event was lost'
-        USING ERRCODE = 'P4012',
+        USING ERRCODE = '{{sqlstate::stale_fence}}',
               DETAIL = pg_catalog.format('outbox_published(%s, %s): the event is not leased under this fence (%s).',
                                          COALESCE($1::text, ''), COALESCE($2::text, 'NULL'), state),
               HINT = 'Another relay leased the event after this lease ran out; drop the result, do not retry it.';

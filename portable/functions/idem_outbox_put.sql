@@ -1,5 +1,5 @@
 -- outbox_put (src/messages/outbox.cpp): the event's id, the same id for the
--- same event again, P4051 for another payload; NOTIFY idem_outbox, which
+-- same event again, {{sqlstate::event_mismatch}} for another payload; NOTIFY idem_outbox, which
 -- PostgreSQL delivers at commit only. Puts of one aggregate first take the
 -- C++ engine's transaction-level advisory lock on it (class 1768187245,
 -- hashtext of "aggregate_type/aggregate_id"), so an aggregate's events
@@ -19,20 +19,20 @@ DECLARE
 BEGIN
     IF $1 IS NULL OR pg_catalog.char_length($1) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'scope must be 1 to 255 characters'
-            USING ERRCODE = 'P4000',
+            USING ERRCODE = '{{sqlstate::scope_invalid}}',
                   DETAIL = pg_catalog.format('scope was %s.', idem.portable_msg_quoted($1)),
                   HINT = 'Pass the scope of the key the event belongs to.';
     END IF;
     IF $2 IS NULL OR pg_catalog.char_length($2) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'key must be 1 to 255 characters'
-            USING ERRCODE = 'P4001',
+            USING ERRCODE = '{{sqlstate::key_invalid}}',
                   DETAIL = pg_catalog.format('scope %s, key %s.', idem.portable_msg_quoted($1),
                                              idem.portable_msg_quoted($2, 40)),
                   HINT = 'Pass the idempotency key of the request that produced the event.';
     END IF;
     IF $3 IS NULL OR $3 = '' OR $4 IS NULL THEN
         RAISE EXCEPTION 'event_type and payload must be given'
-            USING ERRCODE = 'P4004',
+            USING ERRCODE = '{{sqlstate::bad_argument}}',
                   DETAIL = pg_catalog.format('scope %s, key %s: event_type %s, payload %s.',
                                              idem.portable_msg_quoted($1), idem.portable_msg_quoted($2),
                                              idem.portable_msg_quoted($3),
@@ -41,7 +41,7 @@ BEGIN
     END IF;
     IF pg_catalog.char_length($3) > 255 THEN
         RAISE EXCEPTION 'event_type must be 1 to 255 characters'
-            USING ERRCODE = 'P4004',
+            USING ERRCODE = '{{sqlstate::bad_argument}}',
                   DETAIL = pg_catalog.format('scope %s, key %s: event_type %s.', idem.portable_msg_quoted($1),
                                              idem.portable_msg_quoted($2), idem.portable_msg_quoted($3, 40)),
                   HINT = 'Name the event type in at most 255 characters, such as ''order.created''.';
@@ -49,14 +49,14 @@ BEGIN
     -- An empty aggregate name passes, as in C++.
     IF pg_catalog.char_length($5) > 255 THEN
         RAISE EXCEPTION 'aggregate_type must be at most 255 characters'
-            USING ERRCODE = 'P4004',
+            USING ERRCODE = '{{sqlstate::bad_argument}}',
                   DETAIL = pg_catalog.format('scope %s, key %s: aggregate_type %s.', idem.portable_msg_quoted($1),
                                              idem.portable_msg_quoted($2), idem.portable_msg_quoted($5, 40)),
                   HINT = 'Name the aggregate in at most 255 characters, such as its primary key.';
     END IF;
     IF pg_catalog.char_length($6) > 255 THEN
         RAISE EXCEPTION 'aggregate_id must be at most 255 characters'
-            USING ERRCODE = 'P4004',
+            USING ERRCODE = '{{sqlstate::bad_argument}}',
                   DETAIL = pg_catalog.format('scope %s, key %s: aggregate_id %s.', idem.portable_msg_quoted($1),
                                              idem.portable_msg_quoted($2), idem.portable_msg_quoted($6, 40)),
                   HINT = 'Name the aggregate in at most 255 characters, such as its primary key.';
@@ -66,7 +66,7 @@ BEGIN
     identity_bytes := pg_catalog.octet_length($1) + pg_catalog.octet_length($2) + pg_catalog.octet_length($3);
     IF identity_bytes > 2600 THEN
         RAISE EXCEPTION 'scope, key and event_type are too long together'
-            USING ERRCODE = 'P4004',
+            USING ERRCODE = '{{sqlstate::bad_argument}}',
                   DETAIL = pg_catalog.format('scope %s, key %s, event_type %s: %s bytes in the server''s encoding; at most %s fit the outbox''s index.',
                                              idem.portable_msg_quoted($1, 40), idem.portable_msg_quoted($2, 40),
                                              idem.portable_msg_quoted($3, 40), identity_bytes, 2600),
@@ -102,7 +102,7 @@ BEGIN
     IF NOT same_payload THEN
         RAISE EXCEPTION 'outbox event % of key % was put with a different payload',
                         idem.portable_msg_quoted($3), idem.portable_msg_quoted($2)
-            USING ERRCODE = 'P4051',
+            USING ERRCODE = '{{sqlstate::event_mismatch}}',
                   DETAIL = pg_catalog.format('scope %s, key %s, event_type %s: event %s has another payload.',
                                              idem.portable_msg_quoted($1), idem.portable_msg_quoted($2),
                                              idem.portable_msg_quoted($3), event_id),

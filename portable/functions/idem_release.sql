@@ -1,7 +1,7 @@
 -- release (src/keys/release.cpp): the owner gives its key up. The arguments
 -- in the C++ engine's order, then one fenced DELETE under the rule of the
 -- owner's writes (processing, or abandoned by the sweeper and not claimed
--- since); P4015 or P4012 when it matches nothing. The next claim inserts a
+-- since); {{sqlstate::release_not_owned}} or {{sqlstate::stale_fence}} when it matches nothing. The next claim inserts a
 -- new row, its fence from idem.fence_seq: above every fence before. Waiters
 -- in claim_or_wait poll here, so there is no one to wake.
 LANGUAGE plpgsql
@@ -24,7 +24,7 @@ BEGIN
        AND (r.status = 'processing'
             OR (r.status = 'failed_retryable' AND r.failure_code = 'abandoned' AND r.expires_at > now));
     IF NOT FOUND THEN
-        PERFORM idem.portable_explain_refusal(scope, key, fence, 'P4015', 'release');
+        PERFORM idem.portable_explain_refusal(scope, key, fence, '{{sqlstate::release_not_owned}}', 'release');
     END IF;
 END
 $function$

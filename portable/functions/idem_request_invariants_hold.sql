@@ -1,5 +1,5 @@
 -- request_invariants_hold (src/pure/row_invariants.cpp): the thirteen rules
--- in 1.0's order; the first one broken raises 23514 naming it, with the
+-- in 1.0's order; the first one broken raises {{sqlstate::check_violation}} naming it, with the
 -- rule as DETAIL and the same HINT. A rule over a NULL among the NOT NULL
 -- columns holds, as a CHECK whose result is NULL passes. Self-contained:
 -- the CHECK runs it as the role that writes the row.
@@ -43,7 +43,7 @@ BEGIN
         RETURN true;
     END IF;
     RAISE EXCEPTION 'new row violates idem invariant "%"', rule
-        USING ERRCODE = '23514',
+        USING ERRCODE = '{{sqlstate::check_violation}}',
               DETAIL = CASE rule
                   WHEN 'scope_length' THEN 'The scope is 1 to 255 characters long (char_length(scope) BETWEEN 1 AND 255).'
                   WHEN 'key_length' THEN 'The key is 1 to 255 characters long (char_length(key) BETWEEN 1 AND 255).'
@@ -59,8 +59,8 @@ BEGIN
                   WHEN 'success_has_response' THEN 'A succeeded key has a response_code and no failure: response_code is set; failure_code and failure_message are NULL.'
                   ELSE 'A failed key (failed_retryable or failed_final) has a failure_code that is not empty.' END,
               HINT = CASE rule
-                  WHEN 'scope_length' THEN 'idem.claim_idempotency_key refuses any other scope (P4000).'
-                  WHEN 'key_length' THEN 'idem.claim_idempotency_key refuses any other key (P4001).'
+                  WHEN 'scope_length' THEN 'idem.claim_idempotency_key refuses any other scope ({{sqlstate::scope_invalid}}).'
+                  WHEN 'key_length' THEN 'idem.claim_idempotency_key refuses any other key ({{sqlstate::key_invalid}}).'
                   WHEN 'request_hash_present' THEN 'Store the fingerprint the key was claimed with, e.g. idem.request_hash(body).'
                   WHEN 'fence_positive' THEN 'Fences come from idem.fence_seq; only a claim issues one.'
                   WHEN 'attempt_count_positive' THEN 'The claim that creates a key counts attempt 1; each takeover adds one.'

@@ -15,7 +15,7 @@
 -- OPERATOR(pg_catalog.x), every function and type is schema-qualified, no
 -- construct that looks an operator up by name (IN, BETWEEN, IS DISTINCT
 -- FROM, NULLIF, CASE x WHEN) and no dynamic SQL; and it is not SECURITY
--- DEFINER, so it runs with its caller's rights (sql/79_portable_internal_helpers.sql
+-- DEFINER, so it runs with its caller's rights (test/sql/79_portable_internal_helpers.sql
 -- tries to steer it). Not inlined into the CHECK on purpose: PostgreSQL
 -- plans a CHECK expression again at every write statement, and inlining
 -- an SQL function there re-reads its body each time (measured: twice the

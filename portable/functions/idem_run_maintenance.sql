@@ -2,8 +2,9 @@
 -- (src/worker/run_maintenance.cpp) stage for stage, in the worker's order,
 -- through the same SQL functions where they exist (sweep_stale,
 -- purge_expired, purge_consumed, purge_published) and the worker's own
--- statements otherwise (portable/support-1.2.sql). At most 10 batches of
--- idem.batch_size per stage, so one call is bounded; the same report keys.
+-- statements otherwise (portable/support-maintenance.sql and
+-- support-completers.sql). At most 10 batches of idem.batch_size per
+-- stage, so one call is bounded; the same report keys.
 -- Completers: only the extension owner's run here, the role this call runs
 -- as (idem.portable_completer_refusal says why); another role's are left
 -- to that role's idem.run_completers(), with a LOG line, and counted as

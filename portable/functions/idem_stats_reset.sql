@@ -6,7 +6,7 @@ AS $function$
 BEGIN
     IF all_databases IS NULL THEN
         RAISE EXCEPTION 'all_databases must not be NULL'
-            USING ERRCODE = 'P4004',
+            USING ERRCODE = '{{sqlstate::bad_argument}}',
                   HINT = 'Pass false to reset this database''s counters, true to reset every database''s.';
     END IF;
 END
