@@ -59,7 +59,7 @@ fi
 run_suite() {  # name database files...
   local name=$1 db=$2 log="$work/$1.tap"
   shift 2
-  (cd "$work/node" && if [ "$1" = all ]; then set -- test/*.test.js; fi && IDEM_TEST_URL="postgresql://idem_node_app@127.0.0.1:$db_port/$db" NODE_ENV=test IDEM_README="$tree/README.md" \
+  (cd "$work/node" && if [ "$1" = all ]; then set -- test/*.test.js; fi && IDEM_TEST_URL="postgresql://idem_node_app@127.0.0.1:$db_port/$db" NODE_ENV=test IDEM_README="$tree/README.md" IDEM_KEY_VECTORS="$tree/clients/conformance/idempotency-key.json" \
     timeout 600 node --test --test-concurrency=1 --test-reporter=tap "$@") >"$log" 2>&1
   local st=$? p f c s
   p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$log" | tail -n 1)

@@ -13,11 +13,13 @@ const { STATUS_OF_SQLSTATE, problem } = require('./problem');
 const EMPTY_BODY_HASH = createHash('sha256').digest('hex');
 
 // The draft's header is a Structured Field string ("..."); a bare token, as
-// most clients send, is taken as it is.
+// most clients send, is taken as it is. Only spaces and tabs (HTTP's OWS)
+// are trimmed, so every package reads a value alike:
+// clients/conformance/idempotency-key.json is the shared table of cases.
 function parseKey(header) {
   if (header === undefined) return undefined;
-  const quoted = /^\s*"((?:[^"\\]|\\["\\])*)"\s*$/.exec(header);
-  return quoted ? quoted[1].replace(/\\(["\\])/g, '$1') : header.trim();
+  const quoted = /^[ \t]*"((?:[^"\\]|\\["\\])*)"[ \t]*$/.exec(header);
+  return quoted ? quoted[1].replace(/\\(["\\])/g, '$1') : header.replace(/^[ \t]+|[ \t]+$/g, '');
 }
 
 function readBody(req) {

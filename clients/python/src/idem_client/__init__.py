@@ -2,10 +2,11 @@
 (Starlette, FastAPI), a claim/outcome context manager, and the request
 fingerprint idem.request_hash computes."""
 from .jcs import FingerprintError, canonicalize, fingerprint, fingerprint_bytes, fingerprint_value
+from .key_header import parse_key
 from .store import AsyncIdem, Claim, Idem, InProgress
 
 __all__ = ["AsyncIdem", "Claim", "FingerprintError", "Idem", "IdempotencyMiddleware", "InProgress",
-           "canonicalize", "fingerprint", "fingerprint_bytes", "fingerprint_value"]
+           "canonicalize", "fingerprint", "fingerprint_bytes", "fingerprint_value", "parse_key"]
 __version__ = "0.1.0"
 
 

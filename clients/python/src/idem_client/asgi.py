@@ -23,6 +23,7 @@ import psycopg
 
 from . import sql
 from .jcs import FingerprintError, fingerprint, fingerprint_bytes
+from .key_header import parse_key
 from .store import AsyncIdem, AsyncRun
 
 # What a client's request caused; anything else (a bad option, a handler's
@@ -138,7 +139,7 @@ class IdempotencyMiddleware:
                 f"the {self.header_name} is required: this operation is idempotent; send one "
                 "unique key per operation and the same key with each retry of it",
                 "P4001"))
-        key = key.decode("latin-1")
+        key = parse_key(key.decode("latin-1"))
         body, receive_again = await _read_body(receive)
         try:
             hash_ = request_fingerprint(body, headers.get(b"content-type", b"").decode("latin-1"))
