@@ -4,7 +4,16 @@
 // record when the handler threw; idem does each in one call, and its fence
 // travels from the claim to the outcome with the invocation's own event
 // object (a WeakMap entry that goes when the event does), never in a map
-// keyed by the idempotency key, which two invocations can share.
+// keyed by the idempotency key, which two invocations can share. The entry
+// also keeps the key and payload hash the claim was made with, so the outcome
+// completes the record this invocation owns even if the handler changed its
+// event, and a release is asked only of the invocation that claimed.
+//
+// A result is stored as its JSON text, in an envelope inside idem's
+// response_body ({"idem_powertools": 1, "json": "<JSON.stringify(result)>"}):
+// jsonb would reorder an object's keys, and a replay must stringify the same
+// as the first answer. Anything else in response_body (what earlier versions
+// stored: the result itself as jsonb) replays as it is.
 'use strict';
 const { createHash } = require('node:crypto');
 const { BasePersistenceLayer, IdempotencyRecord } = require('@aws-lambda-powertools/idempotency/persistence');
@@ -18,6 +27,28 @@ const store = require('./store');
 const NO_PAYLOAD_HASH = createHash('sha256').update('powertools: no payload validation').digest('hex');
 // A stored hash that never equals a Powertools one: P4002 reads as "another payload".
 const OTHER_PAYLOAD = '\u0000another payload';
+const ENVELOPE_VERSION = 1;
+
+// The stored form of a handler's result: null (no result) or the envelope's text.
+function storedResult(result) {
+  const json = JSON.stringify(result);
+  if (json === undefined) return null;
+  return JSON.stringify({ idem_powertools: ENVELOPE_VERSION, json });
+}
+
+// The result a stored response_body (its text, or null) replays.
+function replayedResult(stored) {
+  if (stored === null || stored === undefined) return undefined;
+  const value = JSON.parse(stored);
+  if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.hasOwn(value, 'idem_powertools')) {
+    if (value.idem_powertools !== ENVELOPE_VERSION || typeof value.json !== 'string') {
+      throw new IdempotencyPersistenceLayerError(
+        `the stored result was written by a newer version of @idem/postgres (idem_powertools ${JSON.stringify(value.idem_powertools)})`);
+    }
+    return JSON.parse(value.json);
+  }
+  return value; // stored by an earlier version: the result as jsonb
+}
 
 class IdemPersistenceLayer extends BasePersistenceLayer {
   #pool;
@@ -25,7 +56,7 @@ class IdemPersistenceLayer extends BasePersistenceLayer {
   #lockTimeout;
   #transactional;
   #claimedBy;
-  #invocations = new WeakMap(); // the invocation's event object -> { fence, client }
+  #invocations = new WeakMap(); // the invocation's event object -> { key, payloadHash, fence, client, taken, finished, finish }
 
   /**
    * @param {object} options
@@ -71,26 +102,38 @@ class IdemPersistenceLayer extends BasePersistenceLayer {
       throw new IdempotencyItemAlreadyExistsError(
         `Failed to put record for already existing idempotency key: ${record.idempotencyKey}`, cached);
     }
-    if (this.#invocations.has(data)) {
-      // The same event object is being handled already in this process.
-      throw new IdempotencyItemAlreadyExistsError(
-        `An invocation with this event is in progress: ${record.idempotencyKey}`,
-        new IdempotencyRecord({ ...record, status: IdempotencyRecordStatus.INPROGRESS }));
+    // The same event object handed to a second invocation while a first one
+    // runs in this process (a Lambda gives each invocation its own event; a
+    // test may not): the second waits here for the first to finish, then
+    // claims as any invocation would (the first's result, or a run of its own
+    // when the first gave the key up). Refusing it would not be safe: Powertools
+    // 2.35's Middy middleware answers a refusal with a delete of this event,
+    // which could only be taken as the first invocation's.
+    for (let running = this.#invocations.get(data); running; running = this.#invocations.get(data)) {
+      await running.finished;
     }
     await this.#claim(record, data, remainingTimeInMillis);
   }
 
   async saveSuccess(data, result) {
+    const invocation = this.#take(data);
+    try {
+      await this.#complete(invocation, result);
+    } finally {
+      this.#end(data, invocation);
+    }
+  }
+
+  async #complete(invocation, result) {
     const record = new IdempotencyRecord({
-      idempotencyKey: this.getHashedIdempotencyKey(data),
+      idempotencyKey: invocation.key,
       status: IdempotencyRecordStatus.COMPLETED,
       expiryTimestamp: this.getExpiryTimestamp(),
       responseData: result,
-      payloadHash: this.getHashedPayload(data),
+      payloadHash: invocation.payloadHash,
     });
-    const invocation = this.#take(data);
-    const owned = { scope: this.#scope, key: record.idempotencyKey, fence: invocation.fence };
-    const body = result === undefined ? null : JSON.stringify(result);
+    const owned = { scope: this.#scope, key: invocation.key, fence: invocation.fence };
+    const body = storedResult(result);
     if (invocation.client) {
       const { client } = invocation;
       let broken;
@@ -112,19 +155,36 @@ class IdemPersistenceLayer extends BasePersistenceLayer {
 
   // The handler threw: undo its writes and give the key up, so a corrected
   // request runs under the same key (what Powertools' delete means).
+  //
+  // Only an invocation that claimed has anything to give up. Powertools
+  // 2.35's Middy middleware (makeHandlerIdempotent) also deletes after its
+  // own before hook refused the event: a concurrent twin
+  // (IdempotencyAlreadyInProgressError), another payload
+  // (IdempotencyValidationError), a claim that failed. The record is then
+  // another invocation's (upstream aws-powertools/powertools-lambda-typescript
+  // issue 5675, fixed after 2.35.0), so this is a no-op that lets the
+  // refusal reach the caller; with a fixed Powertools it is simply never
+  // reached (test/powertools_middy.test.js says which behaviour is installed).
   async deleteRecord(data) {
-    const key = this.getHashedIdempotencyKey(data);
-    const invocation = this.#take(data);
-    if (invocation.client) {
-      await invocation.client.query('ROLLBACK').finally(() => invocation.client.release());
-    }
+    const invocation = this.#invocations.get(data);
+    if (!invocation || invocation.fence === null || invocation.taken) return;
+    invocation.taken = true;
     try {
-      await store.release(this.#pool, { scope: this.#scope, key, fence: invocation.fence });
-    } catch (error) {
-      // Taken over by a retry meanwhile: the key is the new owner's now.
-      if (error.code !== 'P4012' && error.code !== 'P4015') throw error;
+      if (invocation.client) {
+        // A connection that broke has rolled back by ending: the key is given up either way.
+        const { client } = invocation;
+        await client.query('ROLLBACK').then(() => client.release(), (error) => client.release(error));
+      }
+      try {
+        await store.release(this.#pool, { scope: this.#scope, key: invocation.key, fence: invocation.fence });
+      } catch (error) {
+        // Taken over by a retry meanwhile: the key is the new owner's now.
+        if (error.code !== 'P4012' && error.code !== 'P4015') throw error;
+      }
+      this.deleteFromCache(invocation.key);
+    } finally {
+      this.#end(data, invocation);
     }
-    this.deleteFromCache(key);
   }
 
   // Powertools reads a record by its key alone only when a put failed
@@ -148,6 +208,25 @@ class IdemPersistenceLayer extends BasePersistenceLayer {
   }
 
   async #claim(record, data, remainingTimeInMillis) {
+    // The event's entry is taken before the claim's first await, so a second
+    // invocation with the same event object waits from the start.
+    let finish;
+    const invocation = {
+      key: record.idempotencyKey, payloadHash: record.payloadHash, fence: null, client: null, taken: false,
+      finished: new Promise((resolve) => { finish = resolve; }),
+    };
+    invocation.finish = finish;
+    if (data !== null) this.#invocations.set(data, invocation);
+    let owned = false;
+    try {
+      await this.#claimFor(invocation, record, remainingTimeInMillis);
+      owned = true;
+    } finally {
+      if (!owned) this.#end(data, invocation);
+    }
+  }
+
+  async #claimFor(invocation, record, remainingTimeInMillis) {
     const hash = record.payloadHash || NO_PAYLOAD_HASH;
     const lockTimeout = remainingTimeInMillis ? Math.max(remainingTimeInMillis, 1) / 1000 : this.#lockTimeout;
     const retention = Math.max(1, record.expiryTimestamp - Math.floor(Date.now() / 1000));
@@ -170,24 +249,26 @@ class IdemPersistenceLayer extends BasePersistenceLayer {
       }
       throw error;
     }
-    if (store.OWNED.has(claim.kind)) {
-      const invocation = { fence: claim.fence, client: null };
-      if (this.#transactional) {
-        const client = await this.#pool.connect();
-        try {
-          await client.query('BEGIN');
-        } catch (error) {
-          client.release(error);
-          throw error;
-        }
-        invocation.client = client;
-      }
-      if (data !== null) this.#invocations.set(data, invocation);
-      return;
+    if (!store.OWNED.has(claim.kind)) {
+      throw new IdempotencyItemAlreadyExistsError(
+        `Failed to put record for already existing idempotency key: ${record.idempotencyKey}`,
+        this.#recordOf(record.idempotencyKey, claim, record.payloadHash));
     }
-    throw new IdempotencyItemAlreadyExistsError(
-      `Failed to put record for already existing idempotency key: ${record.idempotencyKey}`,
-      this.#recordOf(record.idempotencyKey, claim, record.payloadHash));
+    invocation.fence = claim.fence;
+    if (this.#transactional) {
+      let client;
+      try {
+        client = await this.#pool.connect();
+        await client.query('BEGIN');
+      } catch (error) {
+        if (client) client.release(error);
+        // No transaction for the handler: the key is given up at once, since
+        // Powertools sees a failed put and will not delete it.
+        await store.release(this.#pool, { scope: this.#scope, key: record.idempotencyKey, fence: claim.fence }).catch(() => {});
+        throw error;
+      }
+      invocation.client = client;
+    }
   }
 
   #recordOf(idempotencyKey, row, payloadHash) {
@@ -196,18 +277,27 @@ class IdemPersistenceLayer extends BasePersistenceLayer {
       idempotencyKey,
       status: running ? IdempotencyRecordStatus.INPROGRESS : IdempotencyRecordStatus.COMPLETED,
       inProgressExpiryTimestamp: row.locked_until ? new Date(row.locked_until).getTime() : undefined,
-      responseData: row.stored === null || row.stored === undefined ? undefined : JSON.parse(row.stored),
+      responseData: replayedResult(row.stored),
       payloadHash,
     });
   }
 
+  // The invocation's claim, for its one outcome; it stays the event's entry
+  // until the outcome is stored (#end), so a second invocation with the same
+  // event object claims after that.
   #take(data) {
     const invocation = this.#invocations.get(data);
-    if (!invocation) {
+    if (!invocation || invocation.fence === null || invocation.taken) {
       throw new IdempotencyPersistenceLayerError('IdemPersistenceLayer: this event holds no claim (saveInProgress first, with the same event object)');
     }
-    this.#invocations.delete(data);
+    invocation.taken = true;
     return invocation;
+  }
+
+  // The invocation is over for this layer: a second one with its event may claim.
+  #end(data, invocation) {
+    if (data !== null && this.#invocations.get(data) === invocation) this.#invocations.delete(data);
+    invocation.finish();
   }
 }
 
