@@ -26,9 +26,14 @@ async function rawBody(req) {
   return readBody(req);
 }
 
-// Sends one of the core's answers, and nothing the handler had set.
-function send(res, { status, headers, body }) {
-  for (const name of res.getHeaderNames()) res.removeHeader(name);
+// Sends one of the core's answers. Headers earlier middleware set (CORS,
+// say) stay, unless the answer has its own of that name; restore: the
+// headers to go back to first (those set before the handler ran).
+function send(res, { status, headers, body }, restore = null) {
+  if (restore) {
+    for (const name of res.getHeaderNames()) res.removeHeader(name);
+    for (const [name, value] of Object.entries(restore)) res.setHeader(name, value);
+  }
   res.statusCode = status;
   const grouped = new Map();
   for (const [name, value] of headers) grouped.set(name, [...(grouped.get(name) || []), value]);
@@ -88,6 +93,7 @@ function own(req, res, next, owner) {
   req.idem = { scope, key, fence, kind, recoveryPoint, client, setRecoveryPoint };
 
   const { writeHead, write, end } = res;
+  const before = res.getHeaders();
   const chunks = [];
   let settled = false;
   const add = (chunk, encoding) => {
@@ -124,11 +130,11 @@ function own(req, res, next, owner) {
     res.end = end;
     const body = Buffer.concat(chunks);
     owner.finish(res.statusCode, res.getHeaders(), body).then((outcome) => {
-      if (outcome.respond) send(res, outcome.respond);
+      if (outcome.respond) send(res, outcome.respond, before);
       else res.end(body, callback);
     }, (error) => {
       console.error('idem: settling the outcome failed:', error);
-      if (!res.headersSent) send(res, { status: 500, headers: [], body: Buffer.alloc(0) });
+      if (!res.headersSent) send(res, { status: 500, headers: [], body: Buffer.alloc(0) }, before);
     });
     return res;
   };

@@ -94,6 +94,24 @@ for (const { name, express } of EXPRESS_VERSIONS) test.describe(name, () => {
     } finally { await server.close(); }
   });
 
+  test("headers earlier middleware set (CORS) stay on first answers, replays and problems", async () => {
+    const scope = scopeFor('cors');
+    const app = express();
+    app.use((req, res, next) => { res.set('Access-Control-Allow-Origin', '*'); next(); });
+    app.post('/orders', idempotency({ pool, scope }), async (req, res) => {
+      await effect(req, scope);
+      res.status(201).json({ ok: true });
+    });
+    const server = await listen(app);
+    try {
+      const first = await post(server.base, '/orders', { key: 'k', body: {} });
+      const again = await post(server.base, '/orders', { key: 'k', body: {} });
+      const missing = await post(server.base, '/orders', { body: {} });
+      assert.deepEqual([first.status, again.status, missing.status], [201, 201, 400]);
+      for (const a of [first, again, missing]) assert.equal(a.headers.get('access-control-allow-origin'), '*');
+    } finally { await server.close(); }
+  });
+
   test('a 204 replays without a content-type or a body', async () => {
     const scope = scopeFor('nocontent');
     const app = express();
