@@ -60,19 +60,37 @@ function encode(headers, body) {
   return JSON.stringify(envelope);
 }
 
+class BadEnvelopeError extends Error {
+  constructor(why) {
+    super(`the stored answer is not well formed: ${why}`);
+    this.name = 'BadEnvelopeError';
+  }
+}
+
+const isPair = (h) => Array.isArray(h) && h.length === 2 && h.every((x) => typeof x === 'string');
+
 // What a replay sends, from response_body::text (null when none was stored):
-// { headers: [[name, value]], body: Buffer }. Throws NewerEnvelopeError.
+// { headers: [[name, value]], body: Buffer }. Throws NewerEnvelopeError for a
+// version this package does not know, BadEnvelopeError for a malformed one.
 function decode(storedText) {
   if (storedText === null || storedText === undefined) return { headers: [], body: Buffer.alloc(0) };
   const value = JSON.parse(storedText);
-  if (value !== null && typeof value === 'object' && !Array.isArray(value) && 'idem_http' in value) {
-    if (value.idem_http !== VERSION) throw new NewerEnvelopeError(value.idem_http);
-    const body = typeof value.body_base64 === 'string' ? Buffer.from(value.body_base64, 'base64')
-      : Buffer.from(value.body ?? '', 'utf8');
-    return { headers: (value.headers || []).map(([name, v]) => [String(name), String(v)]), body };
+  if (value === null || typeof value !== 'object' || Array.isArray(value) || !('idem_http' in value)) {
+    // Legacy: the JSON document idem keeps, as its text.
+    return { headers: [['content-type', 'application/json']], body: Buffer.from(storedText, 'utf8') };
   }
-  // Legacy: the JSON document idem keeps, as its text.
-  return { headers: [['content-type', 'application/json']], body: Buffer.from(storedText, 'utf8') };
+  if (value.idem_http !== VERSION) throw new NewerEnvelopeError(value.idem_http);
+  const headers = value.headers === undefined ? [] : value.headers;
+  if (!Array.isArray(headers) || !headers.every(isPair)) throw new BadEnvelopeError('headers are not [name, value] pairs');
+  if (('body' in value) === ('body_base64' in value)) throw new BadEnvelopeError('not exactly one of body and body_base64');
+  if ('body' in value) {
+    if (typeof value.body !== 'string') throw new BadEnvelopeError('body is not a string');
+    return { headers, body: Buffer.from(value.body, 'utf8') };
+  }
+  if (typeof value.body_base64 !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(value.body_base64) || value.body_base64.length % 4 !== 0) {
+    throw new BadEnvelopeError('body_base64 is not base64');
+  }
+  return { headers, body: Buffer.from(value.body_base64, 'base64') };
 }
 
-module.exports = { VERSION, DEFAULT_REPLAY_HEADERS, NewerEnvelopeError, allowList, pickHeaders, encode, decode };
+module.exports = { VERSION, DEFAULT_REPLAY_HEADERS, NewerEnvelopeError, BadEnvelopeError, allowList, pickHeaders, encode, decode };

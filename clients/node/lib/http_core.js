@@ -195,7 +195,7 @@ function createCore(options) {
     try {
       return replayAnswer(claim.response_code, answer.decode(claim.stored));
     } catch (error) {
-      if (error instanceof answer.NewerEnvelopeError) return problemAnswer(500, error.message);
+      if (error instanceof answer.NewerEnvelopeError || error instanceof answer.BadEnvelopeError) return problemAnswer(500, error.message);
       throw error;
     }
   }

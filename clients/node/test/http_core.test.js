@@ -53,6 +53,11 @@ test('the envelope: text as a string, other bytes as base64, headers in order; l
   assert.deepEqual(answer.decode('{"a": 1}'), { headers: [['content-type', 'application/json']], body: Buffer.from('{"a": 1}') });
   assert.deepEqual(answer.decode(null), { headers: [], body: Buffer.alloc(0) });
   assert.throws(() => answer.decode('{"idem_http": 2}'), answer.NewerEnvelopeError);
+  for (const bad of ['{"idem_http": 1, "headers": [["a"]], "body": ""}', '{"idem_http": 1, "headers": []}',
+    '{"idem_http": 1, "headers": [], "body": "", "body_base64": ""}', '{"idem_http": 1, "body": 5}',
+    '{"idem_http": 1, "body_base64": "not base64!"}']) {
+    assert.throws(() => answer.decode(bad), answer.BadEnvelopeError, bad);
+  }
 });
 
 // A transaction pooler in miniature: the claim (autocommit) runs on one
