@@ -6,7 +6,8 @@
 # another, installed with psql -f dist/idem-portable.sql by that database's
 # owner, a role without superuser; no CREATE EXTENSION there. Every suite runs
 # on the C++ engine; the draft's cases, the fingerprint and the README's
-# example run on the portable engine too. The package's dependencies come
+# example run on the portable engine too, and the crash tests (a bound key
+# freed when its session ends). The package's dependencies come
 # from the npm registry, installed by npm ci from its package-lock.json into
 # a copy of it. Ports: below Linux's ephemeral range (32768-60999), as
 # clients.sh, and 10 above its port. Last line "node_package: N passed, N failed".
@@ -38,7 +39,10 @@ pg_ctl -D "$work/data" -l "$work/server.log" -w start >/dev/null || { cat "$work
 
 sql() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$db_port" "$@"; }
 setup_ok=1
-sql -U postgres -d postgres -c 'CREATE ROLE idem_node_app LOGIN' -c 'CREATE ROLE idem_node_owner LOGIN' >/dev/null &&
+# pg_read_all_stats: the portable engine reads the sessions bound keys
+# belong to (the middleware binds by default) from pg_stat_activity.
+sql -U postgres -d postgres -c 'CREATE ROLE idem_node_app LOGIN' -c 'CREATE ROLE idem_node_owner LOGIN' \
+  -c 'GRANT pg_read_all_stats TO idem_node_owner' >/dev/null &&
   createdb -h 127.0.0.1 -p "$db_port" -U postgres node_cpp &&
   sql -U postgres -d node_cpp -c 'CREATE EXTENSION idem' &&
   sql -U postgres -d node_cpp -v app=idem_node_app -f clients/node/test/setup.sql >/dev/null &&
@@ -66,7 +70,7 @@ run_suite() {  # name database files...
   f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$log" | tail -n 1)
   c=$(sed -n 's/^# cancelled \([0-9]*\)$/\1/p' "$log" | tail -n 1)
   s=$(sed -n 's/^# skipped \([0-9]*\)$/\1/p' "$log" | tail -n 1)
-  grep -E '^# (powertools )?storm:' "$log" | sed "s/^# /$name: /"
+  grep -E '^# ((powertools )?storm|pool):' "$log" | sed "s/^# /$name: /"
   grep -E '^(not )?ok [0-9]+ - ' "$log" | sed "s/^/$name: /"
   if [ -z "$p" ]; then note_failure "$name: node --test did not finish (status $st)"; tail -n 30 "$log"; return; fi
   passed=$((passed + p))
@@ -77,6 +81,6 @@ run_suite() {  # name database files...
 }
 
 run_suite cpp node_cpp all
-run_suite portable node_portable test/express.test.js test/jcs.test.js test/readme.test.js
+run_suite portable node_portable test/express.test.js test/draft_cases.test.js test/express_crash.test.js test/jcs.test.js test/readme.test.js
 [ $skipped = 0 ] || { echo "node_package: $skipped skipped:"; grep -h '# SKIP' "$work"/*.tap | sed 's/^/  /'; }
 finish

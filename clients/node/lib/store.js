@@ -13,20 +13,26 @@ function interval(value) {
 }
 
 // What a claim answers, with the stored answer as the text idem keeps (so a
-// replay sends exactly the bytes the first answer sent) and Retry-After.
+// replay sends exactly the bytes the first answer sent), Retry-After, and
+// the server process the claim ran on.
 const CLAIM_COLUMNS = `c.kind::text AS kind, c.fence, c.recovery_point, c.response_code,
        c.response_body::text AS stored, c.failure_code, c.locked_until,
-       idem.retry_after($1, c) AS retry_after`;
+       idem.retry_after($1, c) AS retry_after, pg_backend_pid() AS backend_pid`;
 
-async function claim(db, { scope, key, hash, claimedBy = null, lockTimeout = null, retention = null, wait = null }) {
+// bind: idem.bind_lock_to_session on for this claim only. set_config(..., true)
+// lasts for the claim's own transaction (the statement), so nothing is left on
+// a pooled connection; the claim reads b.bound, so the setting comes first.
+async function claim(db, { scope, key, hash, claimedBy = null, lockTimeout = null, retention = null, wait = null, bind = false }) {
   const args = [scope, key, hash, claimedBy, interval(lockTimeout), interval(retention)];
-  const sql = wait === null || wait === undefined
-    ? `SELECT ${CLAIM_COLUMNS}
-         FROM idem.claim_idempotency_key($1, $2, $3, $4, $5::interval, $6::interval) c`
-    : `SELECT ${CLAIM_COLUMNS}
-         FROM idem.claim_or_wait($1, $2, $3, $7::interval, $4, $5::interval, $6::interval) c`;
+  const scopeArg = bind ? 'CASE WHEN b.bound IS NOT NULL THEN $1 END' : '$1';
+  const call = wait === null || wait === undefined
+    ? `idem.claim_idempotency_key(${scopeArg}, $2, $3, $4, $5::interval, $6::interval)`
+    : `idem.claim_or_wait(${scopeArg}, $2, $3, $7::interval, $4, $5::interval, $6::interval)`;
   if (wait !== null && wait !== undefined) args.push(interval(wait));
-  return (await db.query(sql, args)).rows[0];
+  const from = bind
+    ? `(SELECT pg_catalog.set_config('idem.bind_lock_to_session', 'on', true) AS bound) b CROSS JOIN LATERAL ${call} c`
+    : `${call} c`;
+  return (await db.query(`SELECT ${CLAIM_COLUMNS} FROM ${from}`, args)).rows[0];
 }
 
 const OWNED = new Set(['new_claim', 'processing_stale', 'retryable_failure']);
@@ -35,7 +41,7 @@ const REPLAYED = new Set(['replay_success', 'final_failure']);
 // The outcome, in the caller's transaction when db is a client inside one.
 async function succeed(db, { scope, key, fence }, code, bodyText) {
   const { rows } = await db.query(
-    `SELECT a.response_code, a.response_body::text AS stored
+    `SELECT a.response_code, a.response_body::text AS stored, pg_backend_pid() AS backend_pid
        FROM idem.mark_succeeded_returning($1, $2, $3, $4, $5::jsonb) a`,
     [scope, key, fence, code, bodyText]);
   return rows[0];
@@ -43,7 +49,7 @@ async function succeed(db, { scope, key, fence }, code, bodyText) {
 
 async function failFinal(db, { scope, key, fence }, code, bodyText) {
   const { rows } = await db.query(
-    `SELECT a.response_code, a.response_body::text AS stored
+    `SELECT a.response_code, a.response_body::text AS stored, pg_backend_pid() AS backend_pid
        FROM idem.mark_failed_returning($1, $2, $3, false, $4, NULL, $5, $6::jsonb) a`,
     [scope, key, fence, `http_${code}`, code, bodyText]);
   return rows[0];

@@ -3,13 +3,20 @@
 // and polling with a deadline (never a fixed sleep).
 'use strict';
 const { randomUUID } = require('node:crypto');
+const { spawn } = require('node:child_process');
 const { Pool } = require('pg');
 
 const url = process.env.IDEM_TEST_URL;
 if (!url) throw new Error('IDEM_TEST_URL: a connection string for the tests\' role (test/setup.sql)');
 
-function makePool(max = 10) {
-  const pool = new Pool({ connectionString: url, max });
+// Express 5 and Express 4 (the npm alias express4): the middleware's tests run on both.
+const EXPRESS_VERSIONS = [
+  { name: 'express 5', express: require('express'), module: 'express' },
+  { name: 'express 4', express: require('express4'), module: 'express4' },
+];
+
+function makePool(max = 10, extra = {}) {
+  const pool = new Pool({ connectionString: url, ...(max === null ? {} : { max }), ...extra });
   pool.on('error', () => {}); // a backend ended under an idle client: the pool drops it
   return pool;
 }
@@ -64,10 +71,43 @@ async function until(check, what, deadlineMs = 60000) {
   }
 }
 
+// Starts a test server in a child process (a fixture printing "listening on
+// port N"): { base, child, exited, lines } where lines(re) waits for a line
+// of its output matching re.
+async function spawnServer(file, env) {
+  const child = spawn(process.execPath, [file], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  let out = '';
+  const waiters = [];
+  child.stdout.on('data', (chunk) => {
+    out += chunk;
+    for (const w of waiters) { const m = w.re.exec(out); if (m) w.resolve(m); }
+  });
+  const lines = (re) => new Promise((resolve, reject) => {
+    const m = re.exec(out);
+    if (m) return resolve(m);
+    waiters.push({ re, resolve });
+    exited.then(() => reject(new Error(`the server exited before printing ${re}`)));
+  });
+  const port = Number((await lines(/listening on port (\d+)/))[1]);
+  return { base: `http://127.0.0.1:${port}`, child, exited, lines };
+}
+
+// A dead process's server sessions end a moment after it: waits until no
+// session of that application_name is left, so what follows sees them gone.
+async function sessionsGone(pool, applicationName) {
+  await until(async () => {
+    const { rows } = await pool.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [applicationName]);
+    return rows[0].n === 0;
+  }, `the sessions of ${applicationName} to end`);
+}
+
 async function hasAdapterCalls(pool) {
   const { rows } = await pool.query(
     "SELECT to_regprocedure('idem.release(text,text,bigint)') IS NOT NULL AS yes");
   return rows[0].yes;
 }
 
-module.exports = { url, makePool, scopeFor, listen, post, effects, gate, until, hasAdapterCalls };
+module.exports = {
+  url, EXPRESS_VERSIONS, makePool, scopeFor, listen, post, effects, gate, until, spawnServer, sessionsGone, hasAdapterCalls,
+};
