@@ -1,10 +1,11 @@
 // The Fastify plugin ('@idem/postgres/fastify') against a real server: the
 // key; the stored answer replayed with its headers whatever its body (text,
 // Buffer, stream, Response); a hijacked reply; 4xx stored and 5xx given up;
-// 422; 409 with Retry-After and waiting; the default scope per route and
-// the principal hook; which routes the plugin covers; bad options; answers
-// stored as plain JSON or by a newer package. The crash test is
-// fastify_crash.test.js, the load fastify_storm.test.js.
+// phases with a recovery point; 422; 409 with Retry-After and waiting; a
+// takeover after the lock; the default scope per route and the principal
+// hook; which routes the plugin covers; bad options; answers stored as
+// plain JSON or by a newer package. The crash test is fastify_crash.test.js,
+// the load fastify_storm.test.js.
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -228,6 +229,35 @@ test("onError 'fail': after a 5xx only the same body may retry the key", async (
     fail = false;
     assert.equal((await post(server.base, route, { key: 'k', body })).status, 201);
     assert.equal(await effectsOf(`POST ${route}`), 1);
+  } finally { await server.close(); }
+});
+
+test("phases: a committed recovery point survives a failure, and the retry resumes after it", async () => {
+  const route = `/${unique('phases')}`;
+  let attempts = 0;
+  const server = await appWith({ onError: 'fail' }, route, async (request, reply, effect) => {
+    attempts += 1;
+    const db = request.idem.client;
+    const resumedFrom = request.idem.recoveryPoint;
+    if (resumedFrom !== 'charged') {
+      await effect('charge');
+      await request.idem.setRecoveryPoint('charged');
+      await db.query('COMMIT');
+      await db.query('BEGIN');
+      if (attempts === 1) throw new Error('the order service is down');
+    }
+    await effect('order');
+    return reply.code(201).send({ resumed_from: resumedFrom, kind: request.idem.kind });
+  });
+  try {
+    const body = { item: 'tea' };
+    assert.equal((await post(server.base, route, { key: 'k', body })).status, 500);
+    const retry = await post(server.base, route, { key: 'k', body });
+    assert.equal(retry.status, 201, retry.text);
+    assert.deepEqual(JSON.parse(retry.text), { resumed_from: 'charged', kind: 'retryable_failure' });
+    const { rows } = await pool.query(
+      'SELECT what, count(*)::int AS n FROM node_test.effects WHERE scope = $1 GROUP BY what ORDER BY what', [`POST ${route}`]);
+    assert.deepEqual(rows, [{ what: 'charge', n: 1 }, { what: 'order', n: 1 }]);
   } finally { await server.close(); }
 });
 
