@@ -81,6 +81,7 @@ run_suite() {  # name database files...
 }
 
 run_suite cpp node_cpp all
-run_suite portable node_portable test/express.test.js test/draft_cases.test.js test/express_crash.test.js test/jcs.test.js test/readme.test.js
+run_suite portable node_portable test/express.test.js test/draft_cases.test.js test/express_crash.test.js test/jcs.test.js test/readme.test.js \
+  test/fastify_draft.test.js test/fastify_crash.test.js
 [ $skipped = 0 ] || { echo "node_package: $skipped skipped:"; grep -h '# SKIP' "$work"/*.tap | sed 's/^/  /'; }
 finish
