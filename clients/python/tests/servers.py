@@ -1,4 +1,4 @@
-"""Runs tests/serve.py in a process of its own and stops it."""
+"""Runs tests/serve.py (or serve_django.py) in a process of its own and stops it."""
 import os
 import subprocess
 import sys
@@ -8,12 +8,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Server:
-    def __init__(self, spec, env=None, deadline=60):
+    def __init__(self, spec, env=None, deadline=60, script="serve.py"):
         self.log_path = os.path.join(os.environ.get("IDEM_TEST_WORK", "/tmp"),
                                      f"serve-{os.getpid()}-{time.monotonic_ns()}.log")
         self.log = open(self.log_path, "w+")
         self.process = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "serve.py"), spec],
+            [sys.executable, os.path.join(HERE, script), spec],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=os.path.dirname(HERE),
             env={**os.environ, **(env or {})})
         limit = time.monotonic() + deadline
