@@ -74,7 +74,7 @@ run_pytest() {  # name dsn admin_dsn pytest-arguments...
   export IDEM_TEST_DSN=$2 IDEM_TEST_ADMIN_DSN=$3
   shift 3
   (cd "$work/package/tests" && IDEM_TEST_WORK="$work" IDEM_KEY_VECTORS="$tree/clients/conformance/idempotency-key.json" IDEM_TEST_REPORT="$work/report" \
-    IDEM_DRAFT_CASES="$tree/clients/conformance/draft-cases.json" \
+    IDEM_DRAFT_CASES="$tree/clients/conformance/draft-cases.json" IDEM_NODE_PACKAGE="$tree/clients/node" \
     "$work/venv/bin/python" -m pytest -p no:cacheprovider -q -rfE "$@") >"$log" 2>&1
   summary=$(tail -n 1 "$log")
   p=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+')
