@@ -4,6 +4,7 @@ the other way round: one database, one default scope (`POST /orders`), one
 stored form (idem_client.answer, lib/answer.js). The Node package comes from
 IDEM_NODE_PACKAGE (default: the tree's clients/node), copied and installed
 with `npm ci`; node_app.js is its Express application."""
+import json
 import os
 import shutil
 import subprocess
@@ -98,7 +99,7 @@ def test_an_answer_replays_through_the_other_package(node_app, python_app, direc
     failures, replays = [], []
     with httpx.Client(timeout=60) as client:
         for index, (server, step) in enumerate(zip([owner, other, owner], steps)):
-            headers = {**step["headers"], "x-test-answer": __import__("json").dumps(step["answer"])}
+            headers = {**step["headers"], "x-test-answer": json.dumps(step["answer"])}
             response = client.post(server.url + "/orders", headers=headers,
                                    content=step["body"].encode())
             failures += [f"step {index}: {line}"

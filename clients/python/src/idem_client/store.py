@@ -19,7 +19,7 @@ import json
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Optional
 
 import psycopg
 from psycopg.pq import TransactionStatus
