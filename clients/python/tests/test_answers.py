@@ -170,3 +170,37 @@ def test_a_scope_idem_refuses_is_a_400(app_dsn, unique):
             return await post(c, f"{unique}-k", {"amount": 1})
     refused = run(go())
     assert refused.status_code == 400 and problem(refused)["sqlstate"] in ("P4000", "P4004")
+
+
+def test_where_idem_cannot_bind_the_middleware_claims_without(app_dsn, admin, unique, caplog):
+    """55000 for the binding alone (the C++ engine without its preload, the
+    portable engine's owner not seeing pg_stat_activity): one warning, the
+    claim again without binding, and no binding from then on."""
+    from idem_client import sql
+
+    refused = []
+
+    async def connect():
+        conn = await psycopg.AsyncConnection.connect(app_dsn, autocommit=True)
+        execute = conn.execute
+
+        async def refusing(query, *args, **kwargs):
+            if query == sql.BIND_LOCK_TO_SESSION:
+                refused.append(query)
+                raise psycopg.errors.ObjectNotInPrerequisiteState("cannot bind here")
+            return await execute(query, *args, **kwargs)
+        conn.execute = refusing
+        return conn
+
+    app = make_app(None, connect=connect, scope=unique)
+
+    async def go():
+        async with client(app) as c:
+            return [await post(c, key, {"amount": 2}) for key in ("k1", "k2", "k1")]
+    with caplog.at_level(logging.WARNING, logger="idem_client"):
+        first, second, replay = run(go())
+    assert first.status_code == second.status_code == 201
+    assert replay.headers["idempotent-replayed"] == "true" and replay.content == first.content
+    assert len(refused) == 1  # tried once, then never again
+    assert len([r for r in caplog.records if "cannot bind" in r.getMessage()]) == 1
+    assert effects(admin, unique) == 2
