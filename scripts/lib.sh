@@ -12,6 +12,7 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   nodejs python3-psycopg default-jdk-headless libpostgresql-jdbc-java  # examples/http
   python3-starlette python3-fastapi python3-httpx python3-pytest python3-anyio python3-uvicorn
   python3-pip python3-setuptools python3-wheel python3-venv  # clients/python: test/extra.d/python_package.sh
+  python3-django python3-psycopg-pool  # clients/python: its Django middleware, pool=
   patroni python3-etcd etcd-server pgbouncer postgresql-$PG_MAJOR-plproxy  # test/cluster
   prometheus prometheus-sql-exporter  # test/extra.d/monitoring.sh
   flex bison libkrb5-dev postgresql-$PG_MAJOR-cron patch)  # test/portable.sh: pg_tle's build, pg_cron, the regress runner

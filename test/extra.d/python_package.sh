@@ -74,6 +74,7 @@ run_pytest() {  # name dsn admin_dsn pytest-arguments...
   export IDEM_TEST_DSN=$2 IDEM_TEST_ADMIN_DSN=$3
   shift 3
   (cd "$work/package/tests" && IDEM_TEST_WORK="$work" IDEM_KEY_VECTORS="$tree/clients/conformance/idempotency-key.json" IDEM_TEST_REPORT="$work/report" \
+    IDEM_DRAFT_CASES="$tree/clients/conformance/draft-cases.json" IDEM_NODE_PACKAGE="$tree/clients/node" \
     "$work/venv/bin/python" -m pytest -p no:cacheprovider -q -rfE "$@") >"$log" 2>&1
   summary=$(tail -n 1 "$log")
   p=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+')
@@ -92,7 +93,8 @@ socket_dsn() { echo "postgresql://$1@/$2?host=$work/socket&port=$PGPORT"; }
   run_pytest cpp "$(socket_dsn idem_py_app python_package)" "$(socket_dsn postgres python_package)" .
 if [ -f "$work/portable.log" ] && ! grep -q ERROR "$work/portable.log"; then
   run_pytest portable "$(socket_dsn idem_py_app python_package_portable)" \
-    "$(socket_dsn idem_py_owner python_package_portable)" test_draft.py test_store.py test_jcs.py
+    "$(socket_dsn idem_py_owner python_package_portable)" test_draft.py test_store.py test_jcs.py \
+    test_draft_table.py test_answers.py test_crash.py
 fi
 [ -f "$work/report" ] && cat "$work/report"
 finish

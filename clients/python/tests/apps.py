@@ -4,10 +4,14 @@ commits with idem's outcome. The body steers it: {"amount": n} charges;
 "fail": "raise" raises after the charge, "fail": 503 answers 503 after it,
 "fail": 402 answers a 402 (a final failure), "exit": true ends the process
 between charge and outcome (a crash), "hold": name waits for the test to
-set HOLDS[name]; both only for a new claim, so that a takeover goes on."""
+set HOLDS[name]; both only for a new claim, so that a takeover goes on;
+"sleep": seconds makes the handler take that long. A charge answers 201 with
+Location and X-Order-Id (replayed: replay_headers) and X-Served-At (not
+replayed: it is not in the allow-list)."""
 import asyncio
 import os
 import random
+import time
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -20,6 +24,7 @@ HELD = set()
 
 def make_app(dsn, **options):
     app = FastAPI()
+    options.setdefault("replay_headers", ["X-Order-Id"])
     app.add_middleware(IdempotencyMiddleware, dsn=dsn, **options)
 
     @app.post("/charges", status_code=201)
@@ -48,7 +53,17 @@ def make_app(dsn, **options):
                 return JSONResponse({"error": "try again"}, status_code=503)
         if isinstance(fail, int):
             return JSONResponse({"error": "declined", "code": fail}, status_code=fail)
-        return {"charge_id": charge_id, "amount": body["amount"], "taken_as": idem.kind}
+        if body.get("sleep"):
+            await asyncio.sleep(body["sleep"])
+        return JSONResponse(
+            {"charge_id": charge_id, "amount": body["amount"], "taken_as": idem.kind},
+            status_code=201,
+            headers={"Location": f"/charges/{charge_id}", "X-Order-Id": str(charge_id),
+                     "X-Served-At": str(time.monotonic())})
+
+    @app.post("/accounts/{account}/charges", status_code=201)
+    async def account_charge(request: Request, account: str):
+        return await charge(request)
 
     @app.post("/plain")
     async def plain(request: Request):
@@ -60,10 +75,15 @@ def make_app(dsn, **options):
 
 def app_from_environment():
     """For tests/serve.py: IDEM_TEST_DSN, and IDEM_APP_OPTIONS as
-    "wait=5,lock_timeout=1" (seconds)."""
+    "wait=5,lock_timeout=1,bind_lock_to_session=false" (seconds)."""
     options = {}
     for item in filter(None, os.environ.get("IDEM_APP_OPTIONS", "").split(",")):
         name, value = item.split("=", 1)
-        options[name] = float(value) if name in ("wait", "lock_timeout") else value
+        if name in ("wait", "lock_timeout"):
+            options[name] = float(value)
+        elif name == "bind_lock_to_session":
+            options[name] = value == "true"
+        else:
+            options[name] = value
     return make_app(os.environ["IDEM_TEST_DSN"], scope=os.environ.get("IDEM_APP_SCOPE"),
                     **options)

@@ -1,4 +1,5 @@
-"""Runs tests/serve.py in a process of its own and stops it."""
+"""Runs tests/serve.py (or serve_django.py, or any command that prints
+"listening on port N") in a process of its own and stops it."""
 import os
 import subprocess
 import sys
@@ -8,13 +9,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Server:
-    def __init__(self, spec, env=None, deadline=60):
+    def __init__(self, spec, env=None, deadline=60, script="serve.py", command=None, cwd=None):
         self.log_path = os.path.join(os.environ.get("IDEM_TEST_WORK", "/tmp"),
                                      f"serve-{os.getpid()}-{time.monotonic_ns()}.log")
         self.log = open(self.log_path, "w+")
         self.process = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "serve.py"), spec],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=os.path.dirname(HERE),
+            command or [sys.executable, os.path.join(HERE, script), spec],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd or os.path.dirname(HERE),
             env={**os.environ, **(env or {})})
         limit = time.monotonic() + deadline
         self.port = None

@@ -3,14 +3,13 @@ request, replay, mismatch, a concurrent twin (409, and waiting with
 claim_or_wait), a crash between charge and outcome taken over, a retry after
 the lock expired, and a handler error that releases the key."""
 import asyncio
-import json
 import time
 
 import httpx
 import pytest
 
 from apps import HELD, HOLDS, make_app
-from conftest import effects, key_status, wait_until
+from conftest import effects, key_status
 from servers import Server
 
 SCOPE = "charges"
@@ -275,7 +274,9 @@ def test_connections_from_a_pool(app_dsn, admin, unique):
     assert effects(admin, unique, "k1") == 1
 
 
-def test_a_handler_answer_jsonb_refuses_is_a_500(app_dsn, admin, unique):
+def test_a_handler_answer_that_is_not_valid_json_replays_as_its_bytes(app_dsn, admin, unique):
+    """The stored answer keeps bytes, not a JSON document: what the handler
+    labels application/json but is not JSON replays as it was sent."""
     from fastapi.responses import Response
 
     app = make_app(app_dsn, scope=unique)
@@ -286,9 +287,12 @@ def test_a_handler_answer_jsonb_refuses_is_a_500(app_dsn, admin, unique):
 
     async def go():
         async with client(app) as c:
-            return await post(c, "k1", {}, path="/broken")
-    assert run(go()).status_code == 500
-    assert key_status(admin, unique, "k1") is None  # released
+            return [await post(c, "k1", {}, path="/broken") for _ in range(2)]
+    first, again = run(go())
+    assert first.status_code == again.status_code == 200 and first.content == b"{not json"
+    assert again.headers["idempotent-replayed"] == "true" and again.content == first.content
+    assert again.headers["content-type"] == first.headers["content-type"] == "application/json"
+    assert key_status(admin, unique, "k1") == "succeeded"
 
 
 def test_a_key_recorded_without_http_replays(app_dsn, admin, unique):

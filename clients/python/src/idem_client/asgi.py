@@ -5,30 +5,36 @@ For each request of the idempotent methods: the Idempotency-Key header (400
 when it is required and missing), the fingerprint of the body (RFC 8785 +
 SHA-256, as idem.request_hash), one claim, then
   - a stored answer (replay_success, final_failure): sent again, the same
-    status and bytes, with Idempotent-Replayed: true;
+    status, allow-listed headers and bytes, with Idempotent-Replayed: true
+    (idem_client.answer: the stored form every idem package shares);
   - the key held by a request still running: 409 with Retry-After
     (idem.retry_after), or, with wait=, idem.claim_or_wait first;
   - the key reused with another body (P4002): 422;
   - the key owned: the handler runs in a transaction on the request's
     connection (request.state.idem.connection), and its answer is recorded
     in that transaction: a status below 400 as success, a 4xx as a final
-    failure (both replayed); the first answer sent is the text every replay
-    will send. A 5xx or an exception rolls the transaction back and gives the
+    failure (both replayed); the first answer is the handler's, unchanged,
+    and every replay sends its status, bytes and allow-listed headers. A 5xx or an exception rolls the transaction back and gives the
     key up (idem.release, or idem.mark_failed retryable with on_error="fail").
+The scope is `<METHOD> <path>` by default (the path as sent), after the
+principal's id when principal= gives one. The claim that may own binds the
+key to its session (bind_lock_to_session): a crashed process frees its keys
+as soon as its connections end.
 Errors are application/problem+json (RFC 9457) with the SQLSTATE idem gave."""
-import json
-from typing import Callable, Optional, Union
+import inspect
+from typing import Callable, Iterable, Optional, Union
+from urllib.parse import quote
 
 import psycopg
 
-from . import sql
-from .jcs import FingerprintError, fingerprint, fingerprint_bytes
+from . import answer, http_common
+from .http_common import SessionBinding, problem_of, request_fingerprint
+from .jcs import FingerprintError
 from .key_header import parse_key
 from .store import AsyncIdem, AsyncRun
 
-# What a client's request caused; anything else (a bad option, a handler's
-# answer jsonb refuses) is the server's error: 500.
-_BAD_REQUEST = {"P4000", "P4001", "P4003", "P4005", "22P02", "22P05", "22021", "54001"}
+# Kept importable from here, as before.
+__all__ = ["IdempotencyMiddleware", "IdemState", "request_fingerprint", "request_path"]
 
 
 class IdemState:
@@ -48,25 +54,19 @@ class IdemState:
         await self.run.set_recovery_point(point)
 
 
-def _problem(status, title, detail, sqlstate=None, headers=()):
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
-    if sqlstate:
-        body["sqlstate"] = sqlstate
-    return status, json.dumps(body).encode("utf-8"), \
-        [(b"content-type", b"application/problem+json")] + list(headers)
+def request_path(scope) -> str:
+    """The request target's path as sent (percent-encoded, with the mount
+    prefix, without the query string): root_path + raw_path, latin-1."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if raw is not None else quote(scope.get("path", "/"), safe="/%:@!$&'()*+,;=")
+    path = path.split("?", 1)[0]
+    root = scope.get("root_path") or ""
+    return path if path.startswith(root) else root + path
 
 
-def _is_json(content_type):
-    media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or media.endswith("+json")
-
-
-def request_fingerprint(body: bytes, content_type: str) -> str:
-    """A JSON body's canonical hash; any other body's bytes' hash (an empty
-    body included), as idem.request_hash(jsonb) / (bytea) answer."""
-    if body and _is_json(content_type):
-        return fingerprint(body)
-    return fingerprint_bytes(body)
+async def _call(option, scope):
+    value = option(scope) if callable(option) else option
+    return await value if inspect.isawaitable(value) else value
 
 
 class _Connector:
@@ -107,17 +107,25 @@ class _Rollback(Exception):
 class IdempotencyMiddleware:
     def __init__(self, app, *, dsn: Optional[str] = None, connect: Optional[Callable] = None,
                  pool=None, scope: Union[str, Callable, None] = None,
+                 principal: Optional[Callable] = None, replay_headers: Iterable[str] = (),
                  methods=("POST", "PATCH"), required: bool = True,
                  header: str = "Idempotency-Key", wait=None, lock_timeout=None,
-                 on_error: str = "release"):
-        """scope: a string, or a function of the ASGI scope; by default the
-        request's path. wait: seconds (or a timedelta) to wait for a running
-        twin with idem.claim_or_wait before answering 409. lock_timeout: the
-        claim's lock (NULL: idem's settings). on_error: "release" or "fail"."""
+                 on_error: str = "release", bind_lock_to_session: bool = True):
+        """scope: a string, or a function of the ASGI scope (sync or async),
+        in place of `<METHOD> <path>`. principal: a function of the ASGI
+        scope giving the account or tenant (or None): the scope then starts
+        with it. replay_headers: header names replayed beside the default
+        allow-list (answer.DEFAULT_REPLAY_HEADERS). wait: seconds (or a
+        timedelta) to wait for a running twin with idem.claim_or_wait before
+        answering 409. lock_timeout: the claim's lock (NULL: idem's
+        settings). on_error: "release" or "fail". bind_lock_to_session:
+        False behind a transaction pooler (PgBouncer in transaction mode)."""
         self.app = app
         self.connector_args = (dsn, connect, pool)
         _Connector(*self.connector_args)  # refuse a bad combination now
         self.scope = scope
+        self.principal = principal
+        self.allowed = answer.allow_list(replay_headers)
         self.methods = {m.upper() for m in methods}
         self.required = required
         self.header = header.lower().encode("latin-1")
@@ -125,6 +133,13 @@ class IdempotencyMiddleware:
         self.wait = wait
         self.lock_timeout = lock_timeout
         self.on_error = on_error
+        self.binding = SessionBinding(bind_lock_to_session)
+
+    async def idem_scope(self, scope) -> str:
+        """The scope a request's key lives in."""
+        option = None if self.scope is None else await _call(self.scope, scope)
+        principal = None if self.principal is None else await _call(self.principal, scope)
+        return http_common.compose_scope(scope["method"], request_path(scope), option, principal)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"].upper() not in self.methods:
@@ -134,43 +149,40 @@ class IdempotencyMiddleware:
         if key is None:
             if not self.required:
                 return await self.app(scope, receive, send)
-            return await _send(send, *_problem(
-                400, f"{self.header_name} is missing",
-                f"the {self.header_name} is required: this operation is idempotent; send one "
-                "unique key per operation and the same key with each retry of it",
-                "P4001"))
+            return await _send(send, *http_common.missing_key(self.header_name))
         key = parse_key(key.decode("latin-1"))
         body, receive_again = await _read_body(receive)
         try:
             hash_ = request_fingerprint(body, headers.get(b"content-type", b"").decode("latin-1"))
         except FingerprintError as error:
-            return await _send(send, *_problem(
+            return await _send(send, *http_common.problem(
                 400, "The request body cannot be fingerprinted", str(error), error.sqlstate))
-        idem_scope = self.scope(scope) if callable(self.scope) else (self.scope or scope["path"])
+        idem_scope = await self.idem_scope(scope)
         async with _Connector(*self.connector_args) as conn:
             idem = AsyncIdem(conn, lock_timeout=self.lock_timeout, wait=self.wait,
                              on_error=self.on_error)
             try:
-                claim = await idem.claim_only(idem_scope, key, request_hash=hash_)
+                claim = await self._claim(idem, idem_scope, key, hash_)
             except psycopg.Error as error:
-                answer = _problem_of(error, self.header_name)
-                if answer is None:
+                problem = problem_of(error, self.header_name)
+                if problem is None:
                     raise
-                return await _send(send, *answer)
+                return await _send(send, *problem)
             if claim.replayed:
-                # A final failure recorded without an HTTP status (by code
-                # that is not this middleware) replays as a 500.
-                return await _send(send, claim.response_code or 500,
-                                   _body_bytes(claim.response_text),
-                                   _json_headers(claim.response_text) +
-                                   [(b"idempotent-replayed", b"true")])
+                return await _replay(send, claim)
             if claim.kind == "processing_active":
-                return await _send(send, *_problem(
-                    409, "A request is outstanding for this Idempotency-Key",
-                    f"a request with this {self.header_name} is in progress: retry after "
-                    f"{claim.retry_after} s", None,
-                    [(b"retry-after", str(claim.retry_after).encode())]))
+                return await _send(send, *http_common.in_progress(self.header_name,
+                                                                  claim.retry_after))
             return await self._run(idem, claim, scope, receive_again, send)
+
+    async def _claim(self, idem, idem_scope, key, hash_):
+        try:
+            return await idem.claim_only(idem_scope, key, request_hash=hash_,
+                                         bind_session=self.binding.enabled)
+        except psycopg.Error as error:
+            if not self.binding.refused(error):
+                raise
+        return await idem.claim_only(idem_scope, key, request_hash=hash_)
 
     async def _run(self, idem, claim, scope, receive, send):
         run = AsyncRun(idem.connection, claim)
@@ -183,58 +195,38 @@ class IdempotencyMiddleware:
                     raise RuntimeError("the handler sent no response")
                 if captured.status >= 500:
                     raise _Rollback()
-                text = _stored_text(captured)
+                stored = answer.encode(captured.text_headers(), captured.body, self.allowed)
                 if captured.status < 400:
-                    code, text = await run.record(captured.status, text)
+                    await run.record(captured.status, stored)
                 else:
-                    code, text = await run.record(captured.status, text,
-                                                  failure_code=f"http_{captured.status}")
+                    await run.record(captured.status, stored,
+                                     failure_code=f"http_{captured.status}")
+                self.binding.check(claim.backend_pid, run.outcome_pid)
         except _Rollback:
             await idem.give_up(claim, RuntimeError(f"the handler answered {captured.status}"))
-            return await _send(send, captured.status, captured.body, captured.headers)
+            return await _send(send, captured.status, captured.body, captured.text_headers())
         except psycopg.Error as error:
             await idem.give_up(claim, error)
             if error.sqlstate != "P4012":  # the handler's own error: 500
                 raise
-            return await _send(send, *_problem_of(error, self.header_name))
+            return await _send(send, *problem_of(error, self.header_name))
         except BaseException as error:
             await idem.give_up(claim, error)
             raise
-        headers = [(k, v) for k, v in captured.headers
-                   if k.lower() not in (b"content-type", b"content-length")]
-        return await _send(send, code, _body_bytes(text), _json_headers(text) + headers)
+        # The first answer is the handler's, headers and bytes unchanged.
+        return await _send(send, captured.status, captured.body, captured.text_headers())
 
 
-def _problem_of(error, header_name):
-    state = error.sqlstate
-    message = error.diag.message_primary or str(error)
-    if state == "P4002":
-        return _problem(422, f"{header_name} is already used",
-                        f"{message}: {error.diag.message_detail or ''}".rstrip(": "), state)
-    if state == "P4012":
-        return _problem(409, "A newer request took this key over", message, state)
-    if state in _BAD_REQUEST:
-        return _problem(400, "Bad request", message, state)
-    return None
-
-
-def _stored_text(captured):
-    """The handler's body as the JSON text to store: JSON as it is, any
-    other body as a JSON string, no body as NULL."""
-    if not captured.body:
-        return None
-    content_type = dict((k.lower(), v) for k, v in captured.headers).get(b"content-type", b"")
-    if _is_json(content_type.decode("latin-1")):
-        return captured.body.decode("utf-8")
-    return json.dumps(captured.body.decode("utf-8"), ensure_ascii=False)
-
-
-def _body_bytes(text):
-    return b"" if text is None else text.encode("utf-8")
-
-
-def _json_headers(text):
-    return [] if text is None else [(b"content-type", b"application/json")]
+async def _replay(send, claim):
+    """The stored answer: status, headers in order, bytes. A final failure
+    recorded without an HTTP status (by code that is not a middleware)
+    replays as a 500."""
+    try:
+        headers, body = answer.decode(claim.response_text)
+    except answer.NewerEnvelope as error:
+        return await _send(send, *http_common.newer_envelope(error))
+    return await _send(send, claim.response_code or 500, body,
+                       headers + [("idempotent-replayed", "true")])
 
 
 class _Captured:
@@ -249,6 +241,9 @@ class _Captured:
             self.headers = list(message.get("headers", []))
         elif message["type"] == "http.response.body":
             self.chunks.append(message.get("body", b""))
+
+    def text_headers(self):
+        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self.headers]
 
     @property
     def body(self):
@@ -277,7 +272,11 @@ async def _read_body(receive):
 
 
 async def _send(send, status, body, headers):
-    headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    """headers: (name, value) text pairs; a computed content-length, none
+    for a status that has no body."""
+    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers
+           if k.lower() != "content-length"]
+    if not answer.has_no_body(status):
+        raw.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})

@@ -19,7 +19,7 @@ import json
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Optional
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -51,6 +51,7 @@ class Claim:
     response_code: Optional[int]
     response_text: Optional[str]  # the stored response_body as jsonb text
     retry_after: Optional[int]
+    backend_pid: Optional[int] = None  # the claim's session (pg_backend_pid())
 
     @property
     def owner(self):
@@ -105,6 +106,7 @@ class _RunBase:
         self.connection = conn
         self.claim = claim
         self.answer = None  # (response_code, response_text) once recorded
+        self.outcome_pid = None  # the backend the outcome ran on
 
     scope = property(lambda self: self.claim.scope)
     key = property(lambda self: self.claim.key)
@@ -119,6 +121,11 @@ class _RunBase:
     def _params(self, **more):
         return {"scope": self.claim.scope, "key": self.claim.key, "fence": self.claim.fence,
                 **more}
+
+    def _recorded(self, code, text, retryable, row):
+        self.outcome_pid = row[-1]
+        self.answer = (code, text) if retryable else tuple(row[:2])
+        return self.answer
 
     def _outcome(self, code, text, retryable, failure_code, message):
         if retryable:
@@ -148,8 +155,7 @@ class Run(_RunBase):
     def record(self, code, text, *, failure_code=None, message=None, retryable=False):
         statement, params = self._outcome(code, text, retryable, failure_code, message)
         row = self.connection.execute(statement, params).fetchone()
-        self.answer = (code, text) if retryable else tuple(row)
-        return self.answer
+        return self._recorded(code, text, retryable, row)
 
 
 class AsyncRun(_RunBase):
@@ -168,8 +174,7 @@ class AsyncRun(_RunBase):
         statement, params = self._outcome(code, text, retryable, failure_code, message)
         cursor = await self.connection.execute(statement, params)
         row = await cursor.fetchone()
-        self.answer = (code, text) if retryable else tuple(row)
-        return self.answer
+        return self._recorded(code, text, retryable, row)
 
 
 class _IdemBase:
@@ -200,12 +205,15 @@ _NO_OUTCOME = "the block ended without run.succeed() or run.fail(): the key is g
 class Idem(_IdemBase):
     """The claim/outcome calls on a psycopg (sync) connection."""
 
-    def claim_only(self, scope, key, request=None, *, request_hash=None):
-        """One claim, committed; returns a Claim (any kind)."""
+    def claim_only(self, scope, key, request=None, *, request_hash=None, bind_session=False):
+        """One claim, committed; returns a Claim (any kind). bind_session:
+        idem.bind_lock_to_session on for this claim's transaction only."""
         _check_idle(self.connection)
         hash_ = request_hash or hash_of(request)
         statement, params = _claim_statement(scope, key, hash_, self.lock_timeout, self.wait)
         with self.connection.transaction():
+            if bind_session:
+                self.connection.execute(sql.BIND_LOCK_TO_SESSION)
             row = self.connection.execute(statement, params).fetchone()
         return _claim_of(scope, key, row)
 
@@ -251,11 +259,14 @@ class Idem(_IdemBase):
 class AsyncIdem(_IdemBase):
     """The same on a psycopg AsyncConnection."""
 
-    async def claim_only(self, scope, key, request=None, *, request_hash=None):
+    async def claim_only(self, scope, key, request=None, *, request_hash=None,
+                         bind_session=False):
         _check_idle(self.connection)
         hash_ = request_hash or hash_of(request)
         statement, params = _claim_statement(scope, key, hash_, self.lock_timeout, self.wait)
         async with self.connection.transaction():
+            if bind_session:
+                await self.connection.execute(sql.BIND_LOCK_TO_SESSION)
             cursor = await self.connection.execute(statement, params)
             row = await cursor.fetchone()
         return _claim_of(scope, key, row)
