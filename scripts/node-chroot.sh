@@ -24,8 +24,21 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 if [ -z "${IDEM_NODE_IN_NAMESPACE:-}" ]; then
-  IDEM_NODE_IN_NAMESPACE=1 exec unshare --user --map-root-user --mount --propagation private \
-    --pid --fork --kill-child -- bash "$here/node-chroot.sh" "$@"
+  # unshare --fork blocks SIGTERM and SIGINT while it waits for the
+  # namespace's first process, so a caller's kill or timeout would not end
+  # it: this shell stays in front and answers them with SIGKILL to unshare,
+  # whose --kill-child then ends the namespace's first process, and the PID
+  # namespace every other one.
+  IDEM_NODE_IN_NAMESPACE=1 unshare --user --map-root-user --mount --propagation private \
+    --pid --fork --kill-child -- bash "$here/node-chroot.sh" "$@" <&0 &
+  pid=$!
+  for sig in TERM INT HUP; do
+    # shellcheck disable=SC2064
+    trap "kill -KILL $pid 2>/dev/null; wait $pid 2>/dev/null || true; trap - $sig; kill -$sig \$\$" "$sig"
+  done
+  st=0
+  wait "$pid" || st=$?
+  exit $st
 fi
 unset IDEM_NODE_IN_NAMESPACE
 
