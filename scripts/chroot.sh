@@ -9,12 +9,30 @@
 CHROOT_CACHE=${IDEM_CHROOT_CACHE:-/var/cache/idem/chroots}
 DEBIAN_MIRROR=http://deb.debian.org/debian
 
-# The Debian suite that packages each major the host does not.
-chroot_suite() {  # major
+# The Debian suite that packages each major the host does not; "node" is
+# the chroot the Node suites run in (scripts/node-chroot.sh): trixie's
+# nodejs (20) and npm, whatever Node the host has (bookworm's is 18, and the
+# packages need 20).
+chroot_suite() {  # major|node
   case $1 in
     17) echo trixie ;;
     18) echo sid ;;
+    node) echo trixie ;;
     *) return 1 ;;
+  esac
+}
+
+# The chroot's directory name under CHROOT_CACHE, and what its lines say.
+chroot_name() {  # major|node
+  case $1 in
+    node) echo trixie-node ;;
+    *) chroot_suite "$1" ;;
+  esac
+}
+chroot_label() {  # major|node
+  case $1 in
+    node) echo "Node" ;;
+    *) echo "PostgreSQL $1" ;;
   esac
 }
 
@@ -50,8 +68,10 @@ chroot_older_suite() {  # major
 # pg_cron, for test/portable.sh; patch: its regress runner's reviewed
 # differences), and the older major's server and headers
 # (idem is built for it too, for the upgrade test).
-chroot_packages() {  # major
+chroot_packages() {  # major|node
   local from older=()
+  # The Node chroot: nodejs, npm and the CA list npm's downloads need.
+  [ "$1" = node ] && { echo nodejs npm ca-certificates; return; }
   from=$(chroot_upgrade_from "$1") && older=("postgresql-$from" "postgresql-server-dev-$from")
   echo make g++ "postgresql-$1" "postgresql-server-dev-$1" "postgresql-$1-pgtap" \
     libtap-parser-sourcehandler-pgtap-perl libipc-run-perl libssl-dev libdbd-pg-perl \
@@ -68,7 +88,7 @@ chroot_recipe() {  # suite major
     "$(chroot_packages "$2" | tr ' ' '\n' | sort | tr '\n' ' ')"
 }
 
-chroot_root() { echo "$CHROOT_CACHE/$(chroot_suite "$1")"; }
+chroot_root() { echo "$CHROOT_CACHE/$(chroot_name "$1")"; }
 
 # True when the chroot for a major is there with a stamp that matches.
 chroot_ready() {  # major
@@ -82,26 +102,28 @@ chroot_ready() {  # major
 # adopted: the install step finds every package there and only writes the stamp.
 # Two runs making the same chroot would fight over its dpkg lock: the second
 # waits for the first, then finds the chroot made.
-ensure_chroot() {  # major
-  local suite
-  suite=$(chroot_suite "$1") || { echo "no Debian suite known for PostgreSQL $1" >&2; return 1; }
+ensure_chroot() {  # major|node
+  local name
+  name=$(chroot_name "$1") || { echo "no Debian suite known for PostgreSQL $1" >&2; return 1; }
   if chroot_ready "$1"; then
-    say "PostgreSQL $1: chroot $CHROOT_CACHE/$suite (cached)"
+    say "$(chroot_label "$1"): chroot $CHROOT_CACHE/$name (cached)"
     return 0
   fi
   [ "$(id -u)" -eq 0 ] || { echo "creating a chroot needs root" >&2; return 1; }
   mkdir -p "$CHROOT_CACHE"
   (
     flock 9
-    chroot_ready "$1" && { say "PostgreSQL $1: chroot $CHROOT_CACHE/$suite (made by another run)"; exit 0; }
+    chroot_ready "$1" && { say "$(chroot_label "$1"): chroot $CHROOT_CACHE/$name (made by another run)"; exit 0; }
     setup_chroot "$1"
-  ) 9>"$CHROOT_CACHE/.$suite.lock"
+  ) 9>"$CHROOT_CACHE/.$name.lock"
 }
 
-setup_chroot() {  # major
-  local major=$1 suite root stamp want started
+setup_chroot() {  # major|node
+  local major=$1 suite name label root stamp want started
   suite=$(chroot_suite "$major")
-  root=$CHROOT_CACHE/$suite
+  name=$(chroot_name "$major")
+  label=$(chroot_label "$major")
+  root=$CHROOT_CACHE/$name
   stamp=$root/.idem-stamp
   want=$(chroot_recipe "$suite" "$major")
   started=$(date +%s)
@@ -112,13 +134,13 @@ setup_chroot() {  # major
     # own, so that the /proc and /sys it mounts inside go away with it.
     rm -rf "$root.partial"
     mkdir -p "$CHROOT_CACHE"
-    say "PostgreSQL $major: debootstrap $suite into $root (a line a minute; log $CHROOT_CACHE/$suite.log)"
-    run_with_heartbeat "debootstrap $suite" "$CHROOT_CACHE/$suite.log" \
+    say "$label: debootstrap $suite into $root (a few minutes, a line a minute; log $CHROOT_CACHE/$name.log)"
+    run_with_heartbeat "debootstrap $suite" "$CHROOT_CACHE/$name.log" \
       unshare --mount --propagation private -- \
       debootstrap --variant=minbase "$suite" "$root.partial" "$DEBIAN_MIRROR" || return 1
     rm -rf "$root"
     mv "$root.partial" "$root"
-    say "PostgreSQL $major: debootstrap took $(( $(date +%s) - started ))s"
+    say "$label: debootstrap took $(( $(date +%s) - started ))s"
   fi
   # No cluster is made when the server package is installed, and no service
   # is started inside the chroot.
@@ -139,12 +161,12 @@ setup_chroot() {  # major
   fi
   local packages
   packages=$(chroot_packages "$major")
-  say "PostgreSQL $major: apt in the $suite chroot ($packages; log $CHROOT_CACHE/$suite-pkgs.log)"
+  say "$label: apt in the $name chroot ($packages; log $CHROOT_CACHE/$name-pkgs.log)"
   local t0
   t0=$(date +%s)
-  run_with_heartbeat "apt in $suite" "$CHROOT_CACHE/$suite-pkgs.log" \
+  run_with_heartbeat "apt in $name" "$CHROOT_CACHE/$name-pkgs.log" \
     scripts/chroot-run.sh "$root" -- sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages" ||
     return 1
   printf '%s\n' "$want" >"$stamp"
-  say "PostgreSQL $major: chroot ready (apt $(( $(date +%s) - t0 ))s; total $(( $(date +%s) - started ))s)"
+  say "$label: chroot ready (apt $(( $(date +%s) - t0 ))s; total $(( $(date +%s) - started ))s)"
 }

@@ -9,10 +9,10 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-pgtap
   libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3
   libdbd-pg-perl
-  nodejs python3-psycopg default-jdk-headless libpostgresql-jdbc-java  # examples/http
+  python3-psycopg default-jdk-headless libpostgresql-jdbc-java  # examples/http (Node: scripts/node-chroot.sh)
   python3-starlette python3-fastapi python3-httpx python3-pytest python3-anyio python3-uvicorn
   python3-pip python3-setuptools python3-wheel python3-venv  # clients/python: test/extra.d/python_package.sh
-  python3-django python3-psycopg-pool  # clients/python: its Django middleware, pool=
+  python3-django python3-psycopg-pool python3-build  # clients/python: Django, pool=, its wheel (test/extra.d/client_artifacts.sh)
   patroni python3-etcd etcd-server pgbouncer postgresql-$PG_MAJOR-plproxy  # test/cluster
   prometheus prometheus-sql-exporter  # test/extra.d/monitoring.sh
   flex bison libkrb5-dev postgresql-$PG_MAJOR-cron patch)  # test/portable.sh: pg_tle's build, pg_cron, the regress runner
@@ -54,12 +54,10 @@ ensure_host_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# Debian's nodejs comes without npm (a separate package); a nodejs that
-# bundles its own npm (NodeSource's) conflicts with Debian's npm package, so
-# npm is installed only when no npm is on the PATH.
+# The host's Node is not needed: the Node suites run on trixie's nodejs and
+# npm, in a chroot (scripts/node-chroot.sh).
 ensure_packages() {
-  ensure_host_packages "${PACKAGES[@]}" || return
-  command -v npm >/dev/null || ensure_host_packages npm
+  ensure_host_packages "${PACKAGES[@]}"
 }
 
 # Runs "$@" with its output in $log, printing a line a minute so a long step

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Makes one of the test command's caches: the chroot of a major (17, 18),
-# the assert-enabled build ("assert") or the package test's chroots
+# the Node suites' chroot ("node": trixie's nodejs and npm), the
+# assert-enabled build ("assert") or the package test's chroots
 # ("packages", for the majors named after it). run-tests starts several side
 # by side, each the leader of its own process group.
 #
-#   scripts/make-cache.sh 17|18|assert|packages [MAJOR...]
+#   scripts/make-cache.sh 17|18|node|assert|packages [MAJOR...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

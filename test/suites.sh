@@ -8,7 +8,8 @@
 # (regress + isolation on a temp instance that preloads idem), pgTAP,
 # `make prove_installcheck` (test/t), and test/extra.d (except fuzz.sh, pure
 # C++, which run-tests runs once, and clients.sh, node_package.sh,
-# python_package.sh and monitoring.sh, run on the host only).
+# python_package.sh, client_artifacts.sh and monitoring.sh, run on the host
+# only).
 #
 #   test/suites.sh --work DIR --pg-config PATH --port N [--private-install] [--assert] [--pg-tle DIR]
 #
@@ -215,6 +216,9 @@ for extra in test/extra.d/*.sh; do
   # The Python package's suite likewise (Debian's python3-* packages are
   # the host's; its SQL is the request path every major's suites cover).
   [ "$name" = python_package ] && [ "$PRIVATE" -eq 0 ] && continue
+  # The packages as artifacts (npm pack, the wheel) installed into
+  # applications outside the tree: the application's side, once.
+  [ "$name" = client_artifacts ] && [ "$PRIVATE" -eq 0 ] && continue
   # The benchmark's smoke test checks that bench/ runs (its scripts, peers
   # and report), not the server: once, on the host's PostgreSQL, like the
   # clients; the server's side of every workload is covered per major by

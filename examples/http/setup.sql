@@ -6,6 +6,7 @@ CREATE ROLE clients_app LOGIN;
 GRANT USAGE ON SCHEMA idem TO clients_app;
 GRANT EXECUTE ON FUNCTION
     idem.claim_idempotency_key(text, text, text, text, interval, interval),
+    idem.claim_or_wait(text, text, text, interval, text, interval, interval),
     idem.mark_succeeded(text, text, bigint, integer, jsonb, text, text),
     idem.mark_failed(text, text, bigint, boolean, text, text, integer, jsonb),
     idem.set_recovery_point(text, text, bigint, text),

@@ -12,6 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 examples=$(pwd)/examples/http
+node_chroot=$(pwd)/scripts/node-chroot.sh  # trixie's nodejs and npm
 work=${IDEM_WORK:-/tmp}/clients-extra
 rm -rf "$work" && mkdir -p "$work"
 # (A run's ports below the ephemeral range already: 20 above its own.)
@@ -100,16 +101,19 @@ else
 fi
 finish_server
 
-# Node: Debian's nodejs; express and pg from the npm registry, as locked,
+# Node: trixie's Debian nodejs and npm, from the test command's chroot
+# (scripts/node-chroot.sh), not the host's; express and pg from the npm
+# registry, as locked,
 # and the package clients/node from this tree (file:../../../clients/node):
 # both are copied with their places kept, without installed modules.
 mkdir -p "$work/tree/examples/http" "$work/tree/clients"
 cp -r "$examples/node" "$work/tree/examples/http/node"
 cp -r clients/node "$work/tree/clients/node"
 rm -rf "$work/tree/examples/http/node/node_modules" "$work/tree/clients/node/node_modules"
-if (cd "$work/tree/examples/http/node" && npm ci --no-audit --no-fund --cache "$work/npm-cache" >"$work/npm.log" 2>&1); then
+"$node_chroot" --describe || note_failure "node: no Node chroot"
+if (cd "$work/tree/examples/http/node" && "$node_chroot" -- npm ci --no-audit --no-fund --cache "$work/npm-cache" >"$work/npm.log" 2>&1); then
   if start_server node "$work/node.log" env DATABASE_URL="$app_url" PORT=0 \
-      node "$work/tree/examples/http/node/server.js"; then
+      "$node_chroot" -- node "$work/tree/examples/http/node/server.js"; then
     drive node "$server_port"
   fi
 else

@@ -9,8 +9,10 @@
 # example run on the portable engine too, and the crash tests (a bound key
 # freed when its session ends). The package's dependencies come
 # from the npm registry, installed by npm ci from its package-lock.json into
-# a copy of it. Ports: below Linux's ephemeral range (32768-60999), as
-# clients.sh, and 10 above its port. Last line "node_package: N passed, N failed".
+# a copy of it. npm and node are trixie's (Debian's nodejs 20), from the
+# test command's chroot (scripts/node-chroot.sh), not the host's. Ports:
+# below Linux's ephemeral range (32768-60999), as clients.sh, and 10 above
+# its port. Last line "node_package: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 tree=$(pwd)
@@ -52,9 +54,13 @@ sql -U postgres -d postgres -c 'CREATE ROLE idem_node_app LOGIN' -c 'CREATE ROLE
   setup_ok=0
 if [ $setup_ok = 0 ]; then note_failure "setting up the databases"; finish; exit 1; fi
 
+# trixie's nodejs and npm, whatever the host has (scripts/node-chroot.sh).
+in_node() { "$tree/scripts/node-chroot.sh" -- "$@"; }
+"$tree/scripts/node-chroot.sh" --describe || { note_failure "no Node chroot"; finish; exit 1; }
+
 cp -r clients/node "$work/node"
 rm -rf "$work/node/node_modules" "$work/node"/.readme-*
-if ! (cd "$work/node" && npm ci --no-audit --no-fund --cache "$work/npm-cache" >"$work/npm.log" 2>&1); then
+if ! (cd "$work/node" && in_node npm ci --no-audit --no-fund --cache "$work/npm-cache" >"$work/npm.log" 2>&1); then
   note_failure "npm ci failed"; tail -n 20 "$work/npm.log"; finish; exit 1
 fi
 
@@ -64,7 +70,7 @@ run_suite() {  # name database files...
   local name=$1 db=$2 log="$work/$1.tap"
   shift 2
   (cd "$work/node" && if [ "$1" = all ]; then set -- test/*.test.js; fi && IDEM_TEST_URL="postgresql://idem_node_app@127.0.0.1:$db_port/$db" NODE_ENV=test IDEM_README="$tree/README.md" IDEM_KEY_VECTORS="$tree/clients/conformance/idempotency-key.json" \
-    timeout 600 node --test --test-concurrency=1 --test-reporter=tap "$@") >"$log" 2>&1
+    timeout 600 "$tree/scripts/node-chroot.sh" -- node --test --test-concurrency=1 --test-reporter=tap "$@") >"$log" 2>&1
   local st=$? p f c s
   p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$log" | tail -n 1)
   f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$log" | tail -n 1)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The Python package (clients/python): installed the way its README says
-# (`pip install --no-build-isolation --no-deps`, into a virtual environment
-# that sees Debian's python3-psycopg, -fastapi, -httpx, -pytest, -uvicorn),
+# The Python package (clients/python): its wheel (built with Debian's
+# python3-build, as its README says) installed into a virtual environment
+# that sees Debian's python3-psycopg, -fastapi, -httpx, -pytest, -uvicorn,
 # then its pytest suite against a real server: a cluster of its own with idem
 # preloaded, reached on its socket (the HTTP servers the tests start take any
 # free port on 127.0.0.1). Everything runs on the C++ engine (CREATE
@@ -24,14 +24,16 @@ trap stop_all EXIT
 note_failure() { failed=$((failed + 1)); echo "not ok - $*"; }
 finish() { echo "python_package: $passed passed, $failed failed"; exit 0; }
 
-# The install a user makes, from a copy (the build leaves build/ and
-# *.egg-info beside the sources).
+# The install a user makes: the wheel, built from a copy (the build leaves
+# build/ and *.egg-info beside the sources), so the tests run against what
+# ships (client_artifacts.sh runs the README's very commands).
 cp -r "$tree/clients/python" "$work/package"
-if ! "$python" -m venv --system-site-packages --without-pip "$work/venv" >"$work/venv.log" 2>&1 ||
-   ! "$work/venv/bin/python" -m pip install --no-build-isolation --no-deps --no-index \
-       --no-cache-dir "$work/package" >"$work/pip.log" 2>&1; then
-  note_failure "pip install --no-build-isolation --no-deps ./clients/python"
-  cat "$work/venv.log" "$work/pip.log" | tail -n 20
+if ! "$python" -m build --wheel --no-isolation --outdir "$work/dist" "$work/package" >"$work/build.log" 2>&1 ||
+   ! "$python" -m venv --system-site-packages --without-pip "$work/venv" >"$work/venv.log" 2>&1 ||
+   ! "$work/venv/bin/python" -m pip install --no-deps --no-index \
+       --no-cache-dir "$work"/dist/idem_client-*.whl >"$work/pip.log" 2>&1; then
+  note_failure "the wheel of ./clients/python, built and installed"
+  cat "$work/build.log" "$work/venv.log" "$work/pip.log" 2>/dev/null | tail -n 20
   finish
 fi
 installed=$(cd "$work" && "$work/venv/bin/python" -c 'import idem_client; print(idem_client.__file__)')

@@ -7,7 +7,7 @@ from .store import AsyncIdem, Claim, Idem, InProgress
 
 __all__ = ["AsyncIdem", "Claim", "FingerprintError", "Idem", "IdempotencyMiddleware", "InProgress",
            "canonicalize", "fingerprint", "fingerprint_bytes", "fingerprint_value", "parse_key"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name):
