@@ -69,6 +69,16 @@ sql -U idem_py_owner -d python_package_portable -f "$tree/dist/idem-portable.sql
   sql -U idem_py_owner -d python_package_portable -f "$work/package/tests/setup.sql" >>"$work/portable.log" 2>&1 ||
   { note_failure "the portable engine did not install"; tail -n 20 "$work/portable.log"; }
 
+# The cross-language test starts the Node package's Express app: node and
+# npm are trixie's, from the test command's chroot (scripts/node-chroot.sh),
+# as in node_package.sh, whatever the host has. pytest's temporary files go
+# under $work, which the chroot sees at the same path.
+mkdir -p "$work/bin" "$work/pytest-tmp"
+for cmd in node npm; do
+  printf '#!/bin/sh\nexec "%s/scripts/node-chroot.sh" -- %s "$@"\n' "$tree" "$cmd" >"$work/bin/$cmd"
+  chmod +x "$work/bin/$cmd"
+done
+
 # pytest in the copy's tests/, which imports the installed package (not
 # src/). Adds pytest's counts; a run that printed none is one failure.
 run_pytest() {  # name dsn admin_dsn pytest-arguments...
@@ -77,7 +87,8 @@ run_pytest() {  # name dsn admin_dsn pytest-arguments...
   shift 3
   (cd "$work/package/tests" && IDEM_TEST_WORK="$work" IDEM_KEY_VECTORS="$tree/clients/conformance/idempotency-key.json" IDEM_TEST_REPORT="$work/report" \
     IDEM_DRAFT_CASES="$tree/clients/conformance/draft-cases.json" IDEM_NODE_PACKAGE="$tree/clients/node" \
-    "$work/venv/bin/python" -m pytest -p no:cacheprovider -q -rfE "$@") >"$log" 2>&1
+    IDEM_NODE="$work/bin/node" IDEM_NPM="$work/bin/npm" \
+    "$work/venv/bin/python" -m pytest -p no:cacheprovider -q -rfE --basetemp="$work/pytest-tmp/$name" "$@") >"$log" 2>&1
   summary=$(tail -n 1 "$log")
   p=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+')
   f=$(grep -oE '[0-9]+ failed' <<<"$summary" | grep -oE '[0-9]+')

@@ -46,6 +46,9 @@ def node_app(tmp_path_factory):
     if not os.path.exists(os.path.join(NODE_PACKAGE, "lib", "answer.js")):
         pytest.skip(f"{NODE_PACKAGE} has no lib/answer.js: a Node package without the shared stored answer")
     if shutil.which(NODE) is None or shutil.which(NPM) is None:
+        # The suite names its Node (IDEM_NODE): then a missing one is a failure.
+        if "IDEM_NODE" in os.environ:
+            pytest.fail(f"IDEM_NODE={NODE} or IDEM_NPM={NPM} cannot be run")
         pytest.skip(f"no {NODE} or {NPM} on the PATH")
     copy = tmp_path_factory.mktemp("node") / "package"
     shutil.copytree(NODE_PACKAGE, copy, ignore=shutil.ignore_patterns("node_modules", ".readme-*"))
