@@ -28,7 +28,7 @@ from urllib.parse import quote
 import psycopg
 
 from . import answer, http_common
-from .http_common import SessionBinding, problem_of, request_fingerprint
+from .http_common import OwnedClaim, SessionBinding, problem_of, request_fingerprint
 from .jcs import FingerprintError
 from .key_header import parse_key
 from .store import AsyncIdem, AsyncRun
@@ -37,18 +37,9 @@ from .store import AsyncIdem, AsyncRun
 __all__ = ["IdempotencyMiddleware", "IdemState", "request_fingerprint", "request_path"]
 
 
-class IdemState:
-    """request.state.idem: the owned claim and the request's connection,
-    in the transaction the outcome will commit in."""
-
-    def __init__(self, run: AsyncRun):
-        self.run = run
-        self.connection = run.connection
-        self.scope = run.scope
-        self.key = run.key
-        self.kind = run.kind
-        self.fence = run.fence
-        self.recovery_point = run.recovery_point
+class IdemState(OwnedClaim):
+    """request.state.idem: the owned claim (http_common.OwnedClaim), with the
+    recovery point written on its connection."""
 
     async def set_recovery_point(self, point):
         await self.run.set_recovery_point(point)

@@ -31,7 +31,7 @@ from django.http import HttpResponse
 from django.utils.module_loading import import_string
 
 from . import answer, http_common
-from .http_common import SessionBinding, problem_of, request_fingerprint
+from .http_common import OwnedClaim, SessionBinding, problem_of, request_fingerprint
 from .jcs import FingerprintError
 from .key_header import parse_key
 from .store import Idem, Run
@@ -40,18 +40,9 @@ _OPTIONS = {"DSN", "POOL", "SCOPE", "PRINCIPAL", "REPLAY_HEADERS", "METHODS", "R
             "HEADER", "WAIT", "LOCK_TIMEOUT", "ON_ERROR", "BIND_LOCK_TO_SESSION"}
 
 
-class IdemState:
-    """request.idem: the owned claim and the request's connection, in the
-    transaction the outcome will commit in."""
-
-    def __init__(self, run: Run):
-        self.run = run
-        self.connection = run.connection
-        self.scope = run.scope
-        self.key = run.key
-        self.kind = run.kind
-        self.fence = run.fence
-        self.recovery_point = run.recovery_point
+class IdemState(OwnedClaim):
+    """request.idem: the owned claim (http_common.OwnedClaim), with the
+    recovery point written on its connection."""
 
     def set_recovery_point(self, point):
         self.run.set_recovery_point(point)

@@ -103,3 +103,18 @@ class SessionBinding:
             log.warning("idem: the claim ran on backend %s and its outcome on backend %s "
                         "(a transaction pooler?): bind_lock_to_session is off from now on; "
                         "set bind_lock_to_session=False behind a pooler", claim_pid, outcome_pid)
+
+
+class OwnedClaim:
+    """What a handler sees of the claim its request owns (request.idem in
+    Django, request.state.idem in ASGI): the run and its connection, in the
+    transaction the outcome will commit in."""
+
+    def __init__(self, run):
+        self.run = run
+        self.connection = run.connection
+        self.scope = run.scope
+        self.key = run.key
+        self.kind = run.kind
+        self.fence = run.fence
+        self.recovery_point = run.recovery_point
