@@ -15,7 +15,7 @@ const { randomUUID } = require('node:crypto');
 const { Pool } = require('pg');
 const Fastify = require('fastify');
 const idempotency = require('../lib/fastify');
-const { url, makePool, post, hasAdapterCalls } = require('./helpers');
+const { url, makePool, post, hasAdapterCalls, driveStorm } = require('./helpers');
 const { listenFastify } = require('./fastify_helpers');
 
 const KEYS = 200;
@@ -58,35 +58,11 @@ test(`fastify storm: ${CLIENTS} clients, ${KEYS} keys x ${DUPLICATES} duplicates
     if (phase === 'before' && request.roll < 0.1) { injected += 1; throw new Error('failure before the effect'); }
     if (phase === 'after' && request.roll >= 0.1 && request.roll < 0.2) { injected += 1; throw new Error('failure after the effect'); }
   });
-  const work = [];
-  for (let k = 0; k < KEYS; k += 1) for (let d = 0; d < DUPLICATES; d += 1) work.push(`key-${k}`);
-  for (let i = work.length - 1; i > 0; i -= 1) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [work[i], work[j]] = [work[j], work[i]];
-  }
-  const answers = new Map();
-  let requests = 0;
-  let resent = 0;
-  let replays = 0;
-  const deadline = Date.now() + 300000;
-  async function client() {
-    while (work.length > 0) {
-      const key = work.pop();
-      for (;;) {
-        assert.ok(Date.now() < deadline, 'the storm took longer than its deadline');
-        requests += 1;
-        const answer = await post(server.base, route, { key, body: { item: key, quantity: 1 } });
-        if (answer.status === 409 || answer.status >= 500) { resent += 1; continue; }
-        assert.equal(answer.status, 201, answer.text);
-        if (answer.headers.get('idempotent-replayed') === 'true') replays += 1;
-        if (!answers.has(key)) answers.set(key, []);
-        answers.get(key).push(shape(answer));
-        break;
-      }
-    }
-  }
   try {
-    await Promise.all(Array.from({ length: CLIENTS }, client));
+    const { requests, resent, replays, answers } = await driveStorm({
+      base: server.base, path: route, keys: KEYS, duplicates: DUPLICATES, clients: CLIENTS,
+      body: (key) => ({ item: key, quantity: 1 }), record: shape,
+    });
     const { rows: [counts] } = await pool.query(
       `SELECT count(*)::int AS effects, count(DISTINCT key)::int AS keys
          FROM node_test.effects WHERE scope = $1`, [scope]);

@@ -2,6 +2,7 @@
 // application's role), an Express app on a free port, effect counts, gates
 // and polling with a deadline (never a fixed sleep).
 'use strict';
+const assert = require('node:assert/strict');
 const { randomUUID } = require('node:crypto');
 const { spawn } = require('node:child_process');
 const { Pool } = require('pg');
@@ -108,6 +109,42 @@ async function hasAdapterCalls(pool) {
   return rows[0].yes;
 }
 
+// A storm's clients: `keys` keys (key-0, key-1, ...) sent `duplicates` times
+// each, shuffled, by `clients` concurrent clients to POST base+path. A
+// client resends on 409 and 5xx, as the draft asks, and every other answer
+// must be 201. Answers map each key to record(answer) of every answer it got.
+async function driveStorm({ base, path, keys, duplicates, clients, body, record, deadlineMs = 300000 }) {
+  const work = [];
+  for (let k = 0; k < keys; k += 1) for (let d = 0; d < duplicates; d += 1) work.push(k);
+  for (let i = work.length - 1; i > 0; i -= 1) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [work[i], work[j]] = [work[j], work[i]];
+  }
+  const answers = new Map();
+  const tally = { requests: 0, resent: 0, replays: 0, answers };
+  const deadline = Date.now() + deadlineMs;
+  async function client() {
+    while (work.length > 0) {
+      const n = work.pop();
+      const key = `key-${n}`;
+      for (;;) {
+        assert.ok(Date.now() < deadline, 'the storm took longer than its deadline');
+        tally.requests += 1;
+        const answer = await post(base, path, { key, body: body(key, n) });
+        if (answer.status === 409 || answer.status >= 500) { tally.resent += 1; continue; }
+        assert.equal(answer.status, 201, answer.text);
+        if (answer.headers.get('idempotent-replayed') === 'true') tally.replays += 1;
+        if (!answers.has(key)) answers.set(key, []);
+        answers.get(key).push(record(answer));
+        break;
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: clients }, client));
+  return tally;
+}
+
 module.exports = {
   url, EXPRESS_VERSIONS, makePool, scopeFor, listen, post, effects, gate, until, spawnServer, sessionsGone, hasAdapterCalls,
+  driveStorm,
 };

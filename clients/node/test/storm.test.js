@@ -9,7 +9,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { idempotency } = require('..');
-const { EXPRESS_VERSIONS, makePool, scopeFor, listen, post, hasAdapterCalls } = require('./helpers');
+const { EXPRESS_VERSIONS, makePool, scopeFor, listen, hasAdapterCalls, driveStorm } = require('./helpers');
 
 const KEYS = 200;
 const DUPLICATES = 3;
@@ -43,36 +43,12 @@ for (const { name, express } of EXPRESS_VERSIONS) {
     });
     app.use((error, req, res, next) => res.status(500).json({ error: error.message })); // eslint-disable-line no-unused-vars
     const server = await listen(app);
-    const work = [];
-    for (let k = 0; k < KEYS; k += 1) for (let d = 0; d < DUPLICATES; d += 1) work.push(k);
-    for (let i = work.length - 1; i > 0; i -= 1) {
-      const j = Math.floor(Math.random() * (i + 1));
-      [work[i], work[j]] = [work[j], work[i]];
-    }
-    const answers = new Map();
-    let requests = 0;
-    let resent = 0;
-    let replays = 0;
-    const deadline = Date.now() + 300000;
-    async function client() {
-      while (work.length > 0) {
-        const n = work.pop();
-        const key = `key-${n}`;
-        for (;;) {
-          assert.ok(Date.now() < deadline, 'the storm took longer than its deadline');
-          requests += 1;
-          const answer = await post(server.base, '/orders', { key, body: { item: key, n } });
-          if (answer.status === 409 || answer.status >= 500) { resent += 1; continue; }
-          assert.equal(answer.status, 201, answer.text);
-          if (answer.headers.get('idempotent-replayed') === 'true') replays += 1;
-          if (!answers.has(key)) answers.set(key, []);
-          answers.get(key).push({ bytes: answer.bytes, headers: KEPT.map((h) => answer.headers.get(h)) });
-          break;
-        }
-      }
-    }
     try {
-      await Promise.all(Array.from({ length: CLIENTS }, client));
+      const { requests, resent, replays, answers } = await driveStorm({
+        base: server.base, path: '/orders', keys: KEYS, duplicates: DUPLICATES, clients: CLIENTS,
+        body: (key, n) => ({ item: key, n }),
+        record: (answer) => ({ bytes: answer.bytes, headers: KEPT.map((h) => answer.headers.get(h)) }),
+      });
       const { rows: [counts] } = await pool.query(
         `SELECT count(*)::int AS effects, count(DISTINCT key)::int AS keys
            FROM node_test.effects WHERE scope = $1`, [scope]);
