@@ -96,24 +96,27 @@ def run_case(case, base_url, count_effects):
     effect rows of keys containing run. Returns the failures, one line each."""
     run = uuid.uuid4().hex[:16]
     failures = []
-    with httpx.Client(base_url=base_url, timeout=60) as client:
-        for index, step in enumerate(case["steps"]):
-            headers = {name: value.replace("{run}", run) for name, value in step["headers"].items()}
-            headers[answer_header()] = json.dumps(step["answer"])
-            content = body_of(step) if ("body" in step or "body_base64" in step) else None
-            try:
+    for index, step in enumerate(case["steps"]):
+        headers = {name: value.replace("{run}", run) for name, value in step["headers"].items()}
+        headers[answer_header()] = json.dumps(step["answer"])
+        content = body_of(step) if ("body" in step or "body_base64" in step) else None
+        try:
+            # A connection per step: after a handler's exception the server
+            # may reset the connection, and a kept-alive one would carry that
+            # reset into the next step.
+            with httpx.Client(base_url=base_url, timeout=60) as client:
                 response = client.request(step["method"], step["path"].replace("{run}", run),
                                           headers=headers, content=content)
-            except httpx.TransportError:
-                # uvicorn may close the connection after the application's
-                # exception, its 500 sent or not: only the effects tell.
-                if not step["answer"].get("throw"):
-                    raise
-                expect = step["expect"]
-                if "effects" in expect and count_effects(run) != expect["effects"]:
-                    failures.append(f"step {index}: {count_effects(run)} effects, "
-                                    f"expected {expect['effects']}")
-                continue
-            for line in check(step, response, case["steps"], lambda: count_effects(run)):
-                failures.append(f"step {index}: {line}")
+        except httpx.TransportError:
+            # uvicorn may close the connection after the application's
+            # exception, its 500 sent or not: only the effects tell.
+            if not step["answer"].get("throw"):
+                raise
+            expect = step["expect"]
+            if "effects" in expect and count_effects(run) != expect["effects"]:
+                failures.append(f"step {index}: {count_effects(run)} effects, "
+                                f"expected {expect['effects']}")
+            continue
+        for line in check(step, response, case["steps"], lambda: count_effects(run)):
+            failures.append(f"step {index}: {line}")
     return failures
