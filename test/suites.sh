@@ -333,15 +333,20 @@ fi
 # Beyond one server (test/cluster/*.pl): Patroni + etcd failover, replays
 # from a hot standby, PL/Proxy sharding, PgBouncer. Debian packages the
 # host's 15 has, so on the host only; their clusters take ports from
-# IDEM_CLUSTER_PORT_BASE (default: this major's port + 1500). The short
+# IDEM_CLUSTER_PORT_BASE (default: this major's port - 29500: below Linux's
+# ephemeral range, 32768-60999, where the storms' own connections may hold
+# a port the suite would listen on; + 1500 for a port too low). The short
 # run fits the test command's budget; IDEM_CLUSTER_LONG=1 runs the long one.
+cluster_port_base() {  # port
+  if [ "$1" -ge 31000 ]; then echo $(($1 - 29500)); else echo $(($1 + 1500)); fi
+}
 if wanted cluster && [ $PRIVATE = 1 ] && [ "$major" = 15 ]; then
   begin "beyond one server (test/cluster: Patroni, standby replays, PL/Proxy, PgBouncer)"
   log=$WORKDIR/cluster.log
   sizes=()
   [ -n "${IDEM_CLUSTER_LONG:-}" ] && sizes=(STORM_SECONDS=30 STORM_CLIENTS=32 STORM_KEYS=4000
     FAILOVER_CLIENTS=32 FAILOVER_KEYS=3000 STANDBY_BENCH_SECONDS=30)
-  bounded_as_user 1200 env "${sizes[@]}" IDEM_CLUSTER_PORT_BASE="${IDEM_CLUSTER_PORT_BASE:-$((PORT + 1500))}" \
+  bounded_as_user 1200 env "${sizes[@]}" IDEM_CLUSTER_PORT_BASE="${IDEM_CLUSTER_PORT_BASE:-$(cluster_port_base "$PORT")}" \
     make -s prove_installcheck PG_CONFIG="$RUN_PG_CONFIG" PROVE_TESTS="$(echo test/cluster/*.pl)" PROVE_FLAGS=-v 2>&1 |
     tee "$log" | grep --line-buffered -E '^test/cluster/|^# [a-z]|^not ok|^Files=|^Result|^  STOPPED' | sed -u 's/^/    /'
   st=${PIPESTATUS[0]}

@@ -17,7 +17,8 @@ our @EXPORT_OK = qw(port_of start_shards start_proxy proxy_dsn shard_conninfo);
 # The n-th port of this run's range: each file uses its own slice.
 sub port_of {
 	my ($n) = @_;
-	my $base = $ENV{IDEM_CLUSTER_PORT_BASE} // (($ENV{IDEM_TEST_PORT} // 54000) + 1500);
+	my $test_port = $ENV{IDEM_TEST_PORT} // 55432;
+	my $base = $ENV{IDEM_CLUSTER_PORT_BASE} // ($test_port >= 31000 ? $test_port - 29500 : $test_port + 1500);
 	return $base + $n;
 }
 

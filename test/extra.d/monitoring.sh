@@ -26,7 +26,7 @@
 # hundred above clients.sh's, and like it below Linux's ephemeral range
 # (32768-60999), where a client connection's own end may hold a port; for a
 # PGPORT too low for that, PGPORT + 1600 (beside the cluster suite's hundred
-# from PGPORT + 1500). Alone:
+# from PGPORT + 1500, which is PGPORT - 29500 otherwise). Alone:
 #   IDEM_ONLY=monitoring ./run-tests --major 15 --no-assert --no-packages
 # Last line "monitoring: N passed, N failed".
 set -uo pipefail
