@@ -16,7 +16,7 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   patroni python3-etcd etcd-server pgbouncer postgresql-$PG_MAJOR-plproxy  # test/cluster
   prometheus prometheus-sql-exporter  # test/extra.d/monitoring.sh
   flex bison libkrb5-dev postgresql-$PG_MAJOR-cron patch  # test/portable.sh: pg_tle's build, pg_cron, the regress runner
-  liblz4-dev libzstd-dev)  # scripts/citus.sh: Citus's build
+  liblz4-dev libzstd-dev libicu-dev)  # scripts/citus.sh: Citus's build
 
 say() { printf '==> %s\n' "$*"; }
 
