@@ -39,6 +39,18 @@ citus_source() {  # major
   third_party_source "citus-$version" configure
 }
 
+# configure's options. Without libcurl (Citus would use it only for its
+# anonymous statistics, which a build from source never sends), except on
+# 18: its server headers define HAVE_LIBCURL (PostgreSQL's OAuth client), so
+# Citus's statistics code compiles whatever configure says, and must link
+# against libcurl (libcurl4-openssl-dev in the chroot).
+citus_configure_flags() {  # major
+  case $1 in
+    18) echo --with-libcurl ;;
+    *) echo --without-libcurl ;;
+  esac
+}
+
 # The server development package the build compiles against, with its
 # version: a new minor of PostgreSQL rebuilds Citus.
 citus_pg_package() {  # major
@@ -53,8 +65,8 @@ citus_recipe() {  # major
   local src digest
   src=$(citus_source "$1") || return 1
   digest=$(cd "$src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
-  printf 'citus: %s (source digest %s)\npostgresql: %s\nconfigure: --without-libcurl\nmake: with_llvm=no\n' \
-    "$(citus_version "$1")" "$digest" "$(citus_pg_package "$1")"
+  printf 'citus: %s (source digest %s)\npostgresql: %s\nconfigure: %s\nmake: with_llvm=no\n' \
+    "$(citus_version "$1")" "$digest" "$(citus_pg_package "$1")" "$(citus_configure_flags "$1")"
 }
 
 # The staged tree of a major's cache: where the link points (absolute path).
@@ -86,22 +98,8 @@ ensure_citus() {  # major
   (
     flock 9
     citus_ready "$major" && { say "PostgreSQL $major: Citus (made by another run)"; exit 0; }
-    citus_adopt "$major" || build_citus "$major"
+    build_citus "$major"
   ) 9>"$CITUS_CACHE/.$major.lock"
-}
-
-# A tree staged by hand at CITUS_CACHE/MAJOR (a directory, no stamp) from
-# the same source is adopted: its control file names the source's version.
-# Built with JIT bitcode or not, it serves the same.
-citus_adopt() {  # major
-  local major=$1 dir=$CITUS_CACHE/$1 src control
-  [ -d "$dir" ] && [ ! -L "$dir" ] && [ ! -e "$dir/.idem-stamp" ] || return 1
-  src=$(citus_source "$major") || return 1
-  control=$dir/usr/share/postgresql/$major/extension/citus.control
-  [ -f "$dir/usr/lib/postgresql/$major/lib/citus.so" ] && [ -f "$control" ] || return 1
-  cmp -s "$control" "$src/src/backend/distributed/citus.control" || return 1
-  citus_recipe "$major" >"$dir/.idem-stamp"
-  say "PostgreSQL $major: Citus staged by hand at $dir adopted"
 }
 
 # Copies the source into a scratch directory (the snapshot may be
@@ -124,9 +122,17 @@ build_citus() {  # major
   # configure must not look older than configure.ac (a copy may make them
   # equal), or make would regenerate it with autoconf, which is not here.
   touch "$scratch/src/configure"
+  # The snapshot holds Citus's symbolic links to its vendored safestringlib
+  # as files that hold the target: without the links, citus.so builds
+  # without strcpy_s and friends and fails to load ("undefined symbol").
+  local f
+  for f in "$scratch"/src/src/backend/*/safeclib; do
+    [ -f "$f" ] && [ "$(wc -l <"$f")" -le 1 ] && [ -d "$(dirname "$f")/$(cat "$f")" ] &&
+      ln -sfn "$(cat "$f")" "$f.link" && mv -T "$f.link" "$f"
+  done
   # No JIT bitcode (with_llvm=no): it takes longer than the rest of the
   # build, and the suite does not need Citus JIT-compiled.
-  cmd="cd '$scratch/src' && ./configure --without-libcurl PG_CONFIG='$pgc' &&
+  cmd="cd '$scratch/src' && ./configure $(citus_configure_flags "$major") PG_CONFIG='$pgc' &&
     make -j2 with_llvm=no && make install with_llvm=no DESTDIR='$scratch/stage'"
   say "PostgreSQL $major: building Citus $(citus_version "$major") (about 5 minutes, a line a minute; log $log)"
   if [ "$major" = "$PG_MAJOR" ]; then
@@ -138,6 +144,12 @@ build_citus() {  # major
   fi
   [ -f "$scratch/stage/usr/lib/postgresql/$major/lib/citus.so" ] ||
     { echo "the Citus build staged no citus.so for $major (log $log)" >&2; return 1; }
+  # What a build without its vendored library gives (see above): refused
+  # here rather than when a server fails to start.
+  if nm -D --undefined-only "$scratch/stage/usr/lib/postgresql/$major/lib/citus.so" | grep -qw strcpy_s; then
+    echo "the Citus build for $major left strcpy_s undefined: safestringlib was not linked in (log $log)" >&2
+    return 1
+  fi
   mv "$scratch/stage" "$tree"
   printf '%s\n' "$want" >"$tree/.idem-stamp"
   rm -rf "$scratch"

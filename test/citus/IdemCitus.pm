@@ -199,6 +199,19 @@ sub on_every_node {
 	return map { $_->safe_psql('proof', $sql) } $self->nodes;
 }
 
+# The keys of $scope in the shards of each worker (read from the shard
+# relations on the workers), in the order of the workers.
+sub keys_per_worker {
+	my ($self, $scope) = @_;
+	my %on = split /[|\n]/, $self->{coordinator}->safe_psql('proof', qq{
+		SELECT n.nodeport, sum(r.result::bigint)
+		  FROM run_command_on_shards('idem.idempotency_request',
+		         \$\$SELECT count(*) FROM %s WHERE scope = '$scope'\$\$) r
+		  JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid)
+		 GROUP BY 1});
+	return map { $on{ $_->port } // 0 } $self->workers;
+}
+
 sub stop {
 	my ($self) = @_;
 	$_->stop for reverse $self->nodes;
