@@ -161,7 +161,9 @@ sub install_idem {
 		$self->{coordinator}->safe_psql('proof', 'CREATE EXTENSION idem');
 	}
 	$self->{installed} = 1;
-	my @versions = map { $_->safe_psql('proof', q{SELECT version FROM idem.installed_version}) } $self->nodes;
+	my $version = IdemProof::portable_engine() ? q{SELECT version FROM idem.installed_version}
+	  : q{SELECT extversion FROM pg_extension WHERE extname = 'idem'};
+	my @versions = map { $_->safe_psql('proof', $version) } $self->nodes;
 	my $engine = engine_name();
 	note("engine: $engine, idem @versions on the coordinator and the workers, Citus "
 		  . $self->{coordinator}->safe_psql('proof', q{SELECT extversion FROM pg_extension WHERE extname = 'citus'})
