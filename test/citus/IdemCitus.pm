@@ -11,11 +11,19 @@
 #   c++       shared_preload_libraries = 'citus, idem' on every node (Citus
 #             first, as it requires); CREATE EXTENSION idem on the
 #             coordinator, which Citus propagates to every worker.
-#   portable  no library of idem's: dist/idem-portable.sql, run on every
-#             node by "proof"'s owner idem_owner, a role that is not
-#             superuser (each node needs the functions, sequences and
-#             tables it runs with; Citus propagates none of them until
-#             they are distributed).
+#   portable  no library of idem's: dist/idem-portable.sql, run on the
+#             coordinator by "proof"'s owner idem_owner, a role that is not
+#             superuser, once the workers are added: Citus copies its schema,
+#             types and functions to the workers as it creates them
+#             (citus_distribute() the tables, and citus_node_setup() the
+#             sequences, which Citus does not copy). The role is created on
+#             the coordinator after the workers joined, so Citus creates it
+#             on them: a role it had to copy later, while idem_owner creates
+#             the schema, would be altered there as idem_owner, which only a
+#             superuser may. Run on every node instead, the file would make
+#             each worker a table of its own, in the way of the one Citus
+#             creates there when the coordinator's is distributed
+#             ("relation already exists").
 # Ports: port_of(n) is IDEM_CITUS_PORT_BASE + n (default IDEM_TEST_PORT +
 # 1600); the files run one after another, so each uses port_of(0 .. 3).
 package IdemCitus;
@@ -101,8 +109,7 @@ log_statement = none
 citus.shard_count = $shards
 CONF
 	$node->start;
-	$node->safe_psql('postgres', 'CREATE ROLE idem_owner LOGIN') if $portable;
-	$node->safe_psql('postgres', 'CREATE DATABASE proof' . ($portable ? ' OWNER idem_owner' : ''));
+	$node->safe_psql('postgres', 'CREATE DATABASE proof');
 	$node->safe_psql('proof', 'CREATE EXTENSION citus');
 	return $node;
 }
@@ -137,9 +144,6 @@ sub add_worker {
 	my ($self) = @_;
 	my $n = $self->{next_port}++;
 	my $node = new_node("$self->{name}_worker$n", port_of($n), fsync => $self->{fsync});
-	if ($self->{installed} && IdemProof::portable_engine()) {
-		install_portable($node);
-	}
 	$self->{coordinator}->safe_psql('proof',
 		sprintf(q{SELECT citus_add_node('%s', %d)}, $node->host, $node->port));
 	push @{ $self->{workers} }, $node;
@@ -152,21 +156,19 @@ sub has_node_setup {
 	return $node->safe_psql('proof', q{SELECT to_regprocedure('idem.citus_node_setup()') IS NOT NULL}) eq 't';
 }
 
-# idem on every node, then a check that every node has it.
+# idem on every node, as the comment at the top says.
 sub install_idem {
 	my ($self) = @_;
 	if (IdemProof::portable_engine()) {
-		install_portable($_) for $self->nodes;
+		$self->{coordinator}->safe_psql('proof', 'CREATE ROLE idem_owner LOGIN; ALTER DATABASE proof OWNER TO idem_owner');
+		install_portable($self->{coordinator});
 	} else {
 		$self->{coordinator}->safe_psql('proof', 'CREATE EXTENSION idem');
 	}
-	$self->{installed} = 1;
 	my $version = IdemProof::portable_engine() ? q{SELECT version FROM idem.installed_version}
 	  : q{SELECT extversion FROM pg_extension WHERE extname = 'idem'};
-	my @versions = map { $_->safe_psql('proof', $version) } $self->nodes;
-	my $engine = engine_name();
-	note("engine: $engine, idem @versions on the coordinator and the workers, Citus "
-		  . $self->{coordinator}->safe_psql('proof', q{SELECT extversion FROM pg_extension WHERE extname = 'citus'})
+	note('engine: ' . engine_name() . ', idem ' . $self->{coordinator}->safe_psql('proof', $version)
+		  . ', Citus ' . $self->{coordinator}->safe_psql('proof', q{SELECT extversion FROM pg_extension WHERE extname = 'citus'})
 		  . ' on ' . $self->{coordinator}->safe_psql('proof', 'SHOW server_version'));
 	return;
 }
