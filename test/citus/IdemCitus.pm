@@ -101,6 +101,10 @@ sub new_node {
 		my $preload = $portable ? 'citus' : 'citus, idem';
 		my $shards = shard_count();
 		my $fsync = $opt{fsync} ? 'on' : 'off';
+		# The nodes listen on a socket directory only (no TCP port that other
+		# runs on the machine could hold): Citus's connections to a node
+		# itself (shard moves) go there too.
+		my $host = $node->host;
 		$node->append_conf('postgresql.conf', <<"CONF");
 shared_preload_libraries = '$preload'
 wal_level = logical
@@ -113,6 +117,7 @@ fsync = $fsync
 restart_after_crash = on
 log_statement = none
 citus.shard_count = $shards
+citus.local_hostname = '$host'
 CONF
 		$node->backup_fs_cold('template');
 	}
