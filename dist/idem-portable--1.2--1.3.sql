@@ -3799,7 +3799,7 @@ DECLARE
     done jsonb := '{}';
 BEGIN
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_local_group') IS NULL THEN
-        RAISE EXCEPTION 'Citus is not installed in database "%"', pg_catalog.current_database()
+        RAISE EXCEPTION 'Citus is not installed in this database'
             USING ERRCODE = '0A000',
                   DETAIL = 'idem.citus_node_setup() sets the fence sequences of one node of a Citus cluster.',
                   HINT = 'On a server without Citus, idem needs no setup.';
@@ -3909,7 +3909,7 @@ DECLARE
     delegated jsonb := '[]';
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'citus') THEN
-        RAISE EXCEPTION 'Citus is not installed in database "%"', pg_catalog.current_database()
+        RAISE EXCEPTION 'Citus is not installed in this database'
             USING ERRCODE = '0A000',
                   DETAIL = 'idem.citus_distribute() distributes idem''s tables with Citus.',
                   HINT = 'CREATE EXTENSION citus on every node and add the workers first (docs/beyond-one-server.md, "Citus").';
