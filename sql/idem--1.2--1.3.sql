@@ -236,7 +236,7 @@ BEGIN
     END IF;
 
     -- 1. What is in the way, before anything changes.
-    FOR t IN SELECT d.rel::pg_catalog.regclass AS rel, d.col, d.kind, p.partmethod,
+    FOR t IN SELECT d.rel::pg_catalog.regclass AS rel, d.col, d.kind, p.partmethod, p.repmodel,
                     pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) AS partcol,
                     p.colocationid
                FROM (VALUES ('idem.idempotency_request', 'key', 'hash'),
@@ -261,7 +261,8 @@ BEGIN
                         WHERE k.logicalrelid OPERATOR(pg_catalog.=) key_table)) THEN
             misdistributed := misdistributed OPERATOR(pg_catalog.||)
                 pg_catalog.format('%s (wanted: hash by %s, colocated with %s)', t.rel, t.col, key_table);
-        ELSIF t.kind OPERATOR(pg_catalog.=) 'reference' AND t.partmethod OPERATOR(pg_catalog.<>) 'n' THEN
+        ELSIF t.kind OPERATOR(pg_catalog.=) 'reference'
+              AND (t.partmethod OPERATOR(pg_catalog.<>) 'n' OR t.repmodel OPERATOR(pg_catalog.<>) 't') THEN
             misdistributed := misdistributed OPERATOR(pg_catalog.||)
                 pg_catalog.format('%s (wanted: a reference table)', t.rel);
         END IF;
