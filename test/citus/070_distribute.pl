@@ -35,7 +35,7 @@ sub outcome {
 }
 
 # ==== what the distribution made ====
-is(on_c(q{SELECT string_agg(logicalrelid::text || ' ' || partmethod || ' '
+is(on_c(q{SELECT string_agg(logicalrelid::text || ' ' || partmethod::text || ' '
                             || coalesce(column_to_column_name(logicalrelid, partkey), '-'), ', '
                             ORDER BY logicalrelid::text)
             FROM pg_dist_partition WHERE logicalrelid::text LIKE 'idem.%'}),
