@@ -12,6 +12,7 @@ use warnings;
 use FindBin;
 use lib $FindBin::RealBin, "$FindBin::RealBin/../t";
 use IdemCitus qw(start_citus engine_name);
+use IPC::Run ();
 use JSON::PP ();
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -28,8 +29,9 @@ sub on_c { return $c->safe_psql('proof', $_[0]); }
 
 # $sql on $node as the owner: "ok" or "ERROR <SQLSTATE> <message>".
 sub outcome {
-	my ($node, $db, $sql) = @_;
-	my ($rc, $out, $err) = $node->psql($db, "\\set VERBOSITY verbose\n$as$sql");
+	my ($node, $db, $sql, $prefix) = @_;
+	$prefix //= $as;
+	my ($rc, $out, $err) = $node->psql($db, "\\set VERBOSITY verbose\n$prefix$sql");
 	return 'ok' if $rc == 0;
 	return $err =~ /ERROR:  (\w{5}): ([^\n]*)/ ? "ERROR $1 $2" : "failed: $err";
 }
@@ -149,29 +151,36 @@ like(outcome($workers[0], 'proof', 'SELECT idem.citus_distribute()'),
 	qr/^ERROR 55000 idem\.citus_distribute\(\) runs on the coordinator/, 'on a worker: 55000');
 
 # A second database where nothing is distributed yet, with a key and a
-# policy written on the coordinator before the distribution.
+# policy written on the coordinator before the distribution. The portable
+# engine's owner there is a role made in that database once the workers
+# joined (Citus creates it on them), as the documentation says.
 for my $node ($cluster->nodes) {
-	$node->safe_psql('postgres', 'CREATE DATABASE fresh' . ($portable ? ' OWNER idem_owner' : ''));
+	$node->safe_psql('postgres', 'CREATE DATABASE fresh');
 	$node->safe_psql('fresh', 'CREATE EXTENSION citus');
 }
 $c->safe_psql('fresh', sprintf(q{SELECT citus_set_coordinator_host('%s', %d)}, $c->host, $c->port));
 $c->safe_psql('fresh', sprintf(q{SELECT citus_add_node('%s', %d)}, $_->host, $_->port)) for @workers;
+my $fresh_as = $portable ? 'SET ROLE fresh_owner; ' : '';
 if ($portable) {
-	my ($rc, $out, $err) = $c->psql('fresh', 'SET ROLE idem_owner;' . "\n" . '\i ' . IdemCitus::tree() . '/dist/idem-portable.sql');
-	is($rc, 0, 'fresh: the portable engine installed on the coordinator') or diag($err);
+	$c->safe_psql('fresh', 'CREATE ROLE fresh_owner LOGIN; GRANT CREATE ON DATABASE fresh TO fresh_owner');
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run([ $c->installed_command('psql'), '-XAtq', '-v', 'ON_ERROR_STOP=1',
+			'-d', $c->connstr('fresh') . ' user=fresh_owner', '-f', IdemCitus::tree() . '/dist/idem-portable.sql' ],
+		'<', '/dev/null', '>', \$out, '2>', \$err);
+	ok($ok, 'fresh: the portable engine installed on the coordinator') or diag($err);
 } else {
 	$c->safe_psql('fresh', 'CREATE EXTENSION idem');
 }
-$c->safe_psql('fresh', qq{${as}SELECT kind FROM idem.claim_idempotency_key('fresh', 'k', 'h');
+$c->safe_psql('fresh', qq{${fresh_as}SELECT kind FROM idem.claim_idempotency_key('fresh', 'k', 'h');
 	INSERT INTO idem.scope_policy (scope, max_attempts) VALUES ('fresh', 2)});
-like(outcome($c, 'fresh', 'SELECT idem.citus_distribute()'),
+like(outcome($c, 'fresh', 'SELECT idem.citus_distribute()', $fresh_as),
 	qr/^ERROR 55000 idem's tables to distribute hold rows on the coordinator: idem\.idempotency_request$/,
 	'fresh: a key in the coordinator\'s table refuses the distribution (55000, naming the table)');
 is($c->safe_psql('fresh', q{SELECT (SELECT count(*) FROM pg_dist_partition) || ' '
 	|| (SELECT seqincrement FROM pg_sequence WHERE seqrelid = 'idem.fence_seq'::regclass)}),
 	'0 1', 'fresh: nothing was distributed and no fence sequence changed');
-$c->safe_psql('fresh', "${as}DELETE FROM idem.idempotency_request");
-is(outcome($c, 'fresh', 'SELECT idem.citus_distribute()'), 'ok', 'fresh: once the key is moved out, it distributes');
+$c->safe_psql('fresh', "${fresh_as}DELETE FROM idem.idempotency_request");
+is(outcome($c, 'fresh', 'SELECT idem.citus_distribute()', $fresh_as), 'ok', 'fresh: once the key is moved out, it distributes');
 is($c->safe_psql('fresh', q{SELECT max_attempts || ' ' || pg_relation_size('idem.scope_policy')
 	FROM idem.scope_policy WHERE scope = 'fresh'}), '2 0',
 	'fresh: the policy is in the reference table, and the coordinator\'s old copy is emptied');
