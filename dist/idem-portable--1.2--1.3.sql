@@ -3815,6 +3815,8 @@ $function$
 LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp;
 
+-- ---- attributes the updates gave them after their CREATE
+ALTER FUNCTION idem.typical_duration(text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 -- ==== the update proper ====
 -- idem 1.2 -> 1.3 (in development). The 1.3 base script (sql/idem--1.3.sql)
 -- is generated from the 1.2 base script and this file by the Makefile, so
