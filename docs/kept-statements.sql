@@ -633,6 +633,17 @@ SELECT idem.purge_consumed($2);
 -- purge_published
 SELECT idem.purge_published($2);
 
+-- purge_consumed_on_shard
+WITH doomed AS (
+  SELECT d.ctid AS tid
+  FROM idem.consumed_message d
+  WHERE d.expires_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+  ORDER BY d.expires_at
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+DELETE FROM idem.consumed_message r
+WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed));
+
 -- probe_consumed_row
 SELECT m.message_hash, m.expires_at
 FROM idem.consumed_message m

@@ -239,6 +239,21 @@ void require_writable_for_maintenance(Statement statement) {
   PreventCommandDuringRecovery(what);
 }
 
+// idem.purge_consumed's batch where the inbox is a Citus table: on each of
+// its shards this node holds, up to `limit` rows in all.
+uint64 purge_consumed_on_shards(SpiSession *session, Datum *params, int32 limit) {
+  Oid *shards;
+  uint64 count = local_shards(
+      session, catalog_cache::relation_oid(catalog_cache::IdemRelation::consumed_message), &shards);
+  uint64 total = 0;
+  for (uint64 i = 0; i < count && total < static_cast<uint64>(limit); ++i) {
+    params[1] = Int32GetDatum(limit - static_cast<int32>(total));
+    OnRelation names[1] = {{"idem.consumed_message", shards[i]}};
+    total += spi_run_on(session, Statement::purge_consumed_on_shard, names, 1, params, nullptr);
+  }
+  return total;
+}
+
 uint64 run_on_key_relations(SpiSession *session, Statement statement, Datum *params,
                             int32 limit) {
   KeyRelations where = key_relations(session);
