@@ -277,6 +277,7 @@ my @support_table = (
     ['1.1', 'after', 'support-owners.sql'],          # stand-ins: every scope may be used
     ['1.1', 'end',   'support-request-hash.sql'],
     ['1.1', 'end',   'support-messages.sql'],
+    ['1.1', 'end',   'support-maintenance.sql'],     # the relations maintenance works on
     ['1.2', 'end',   'support-maintenance.sql'],
     ['1.2', 'end',   'support-completers.sql'],
     ['1.2', 'end',   'support-owners.sql'],          # the check against idem.scope_owner
