@@ -501,12 +501,8 @@ ORDER BY d.expires_at
 LIMIT $2;
 
 -- local_shards
-SELECT pg_catalog.to_regclass(pg_catalog.shard_name(s.logicalrelid, s.shardid))::pg_catalog.oid
-FROM pg_catalog.pg_dist_shard s
-JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid
-JOIN pg_catalog.pg_dist_local_group g ON g.groupid OPERATOR(pg_catalog.=) p.groupid
-WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass
-ORDER BY s.shardid;
+SELECT r::pg_catalog.oid
+FROM idem.local_relations($1::pg_catalog.regclass) r;
 
 -- claim_give_up
 UPDATE idem.idempotency_request AS r
