@@ -331,6 +331,12 @@ WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND (r.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status OR $3)
 RETURNING r, r.status, r.fence;
 
+-- key_created_at
+SELECT r.created_at
+FROM idem.idempotency_request r
+WHERE r.scope OPERATOR(pg_catalog.=) $1
+  AND r.key OPERATOR(pg_catalog.=) $2;
+
 -- force_expire_key
 UPDATE idem.idempotency_request AS r
 SET status =
@@ -355,12 +361,10 @@ SET status =
            THEN $4
            ELSE r.finished_at END,
     updated_at = $4,
-    expires_at =
-      LEAST(r.expires_at,
-            GREATEST($4,
-                     r.created_at OPERATOR(pg_catalog.+) '1 microsecond'::pg_catalog.interval))
+    expires_at = LEAST(r.expires_at, GREATEST($4, $5))
 WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.key OPERATOR(pg_catalog.=) $2
+  AND r.created_at OPERATOR(pg_catalog.=) $6
   AND (r.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status OR $3)
 RETURNING r, r.status, r.fence;
 
