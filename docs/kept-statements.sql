@@ -331,6 +331,12 @@ WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND (r.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status OR $3)
 RETURNING r, r.status, r.fence;
 
+-- key_created_at
+SELECT r.created_at
+FROM idem.idempotency_request r
+WHERE r.scope OPERATOR(pg_catalog.=) $1
+  AND r.key OPERATOR(pg_catalog.=) $2;
+
 -- force_expire_key
 UPDATE idem.idempotency_request AS r
 SET status =
@@ -355,12 +361,10 @@ SET status =
            THEN $4
            ELSE r.finished_at END,
     updated_at = $4,
-    expires_at =
-      LEAST(r.expires_at,
-            GREATEST($4,
-                     r.created_at OPERATOR(pg_catalog.+) '1 microsecond'::pg_catalog.interval))
+    expires_at = LEAST(r.expires_at, GREATEST($4, $5))
 WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.key OPERATOR(pg_catalog.=) $2
+  AND r.created_at OPERATOR(pg_catalog.=) $6
   AND (r.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status OR $3)
 RETURNING r, r.status, r.fence;
 
@@ -501,12 +505,8 @@ ORDER BY d.expires_at
 LIMIT $2;
 
 -- local_shards
-SELECT pg_catalog.to_regclass(pg_catalog.shard_name(s.logicalrelid, s.shardid))::pg_catalog.oid
-FROM pg_catalog.pg_dist_shard s
-JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid
-JOIN pg_catalog.pg_dist_local_group g ON g.groupid OPERATOR(pg_catalog.=) p.groupid
-WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass
-ORDER BY s.shardid;
+SELECT r::pg_catalog.oid
+FROM idem.local_relations($1::pg_catalog.regclass) r;
 
 -- claim_give_up
 UPDATE idem.idempotency_request AS r
@@ -632,6 +632,17 @@ SELECT idem.purge_consumed($2);
 
 -- purge_published
 SELECT idem.purge_published($2);
+
+-- purge_consumed_on_shard
+WITH doomed AS (
+  SELECT d.ctid AS tid
+  FROM idem.consumed_message d
+  WHERE d.expires_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+  ORDER BY d.expires_at
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+DELETE FROM idem.consumed_message r
+WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed));
 
 -- probe_consumed_row
 SELECT m.message_hash, m.expires_at

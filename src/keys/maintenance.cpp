@@ -41,29 +41,48 @@ bool has_delete_triggers(Relation rel) {
 // one relation and writes at them in another: each statement names one.
 constexpr char key_table_name[] = "idem.idempotency_request";
 
+constexpr char policy_table_name[] = "idem.scope_policy";
+
 struct KeyRelations {
   Oid table;     // the key table (InvalidOid: missing, which its statements report)
   int count;
   Oid *relations;
+  // The shard of the reference table idem.scope_policy on this node, read in
+  // its place beside a key shard (a join of a shard with the reference
+  // table itself is Citus's to plan, and it refuses one that writes by
+  // ctid); InvalidOid where it is not a Citus table.
+  Oid policy_shard;
 };
 
+// The shards of `table` that this node holds, by local_shards.
+uint64 local_shards(SpiSession *session, Oid table, Oid **shards) {
+  Datum argument = ObjectIdGetDatum(table);
+  uint64 found = spi_run(session, Statement::local_shards, &argument, nullptr);
+  *shards = static_cast<Oid *>(palloc(sizeof(Oid) * (found == 0 ? 1 : found)));
+  uint64 count = 0;
+  for (uint64 i = 0; i < found; ++i) {
+    bool isnull;
+    Datum shard = spi_copy_datum(session, i, 1, &isnull);
+    if (!isnull) (*shards)[count++] = DatumGetObjectId(shard);
+  }
+  return count;
+}
+
 KeyRelations key_relations(SpiSession *session) {
-  KeyRelations found = {catalog_cache::relation_oid(catalog_cache::IdemRelation::key_table), 1,
-                        nullptr};
-  if (!OidIsValid(found.table) || !citus::is_citus_table(catalog_cache::IdemRelation::key_table)) {
+  using catalog_cache::IdemRelation;
+  KeyRelations found = {catalog_cache::relation_oid(IdemRelation::key_table), 1, nullptr,
+                        InvalidOid};
+  if (!OidIsValid(found.table) || !citus::is_citus_table(IdemRelation::key_table)) {
     found.relations = static_cast<Oid *>(palloc(sizeof(Oid)));
     found.relations[0] = found.table;
     return found;
   }
-  Datum table = ObjectIdGetDatum(found.table);
-  uint64 shards = spi_run(session, Statement::local_shards, &table, nullptr);
-  found.count = 0;
-  found.relations = static_cast<Oid *>(palloc(sizeof(Oid) * (shards == 0 ? 1 : shards)));
-  for (uint64 i = 0; i < shards; ++i) {
-    bool isnull;
-    Datum shard = spi_copy_datum(session, i, 1, &isnull);
-    if (!isnull) found.relations[found.count++] = DatumGetObjectId(shard);
-  }
+  found.count = static_cast<int>(local_shards(session, found.table, &found.relations));
+  Oid policy = catalog_cache::relation_oid(IdemRelation::scope_policy);
+  Oid *policy_shards;
+  if (OidIsValid(policy) && citus::is_citus_table(IdemRelation::scope_policy) &&
+      local_shards(session, policy, &policy_shards) > 0)
+    found.policy_shard = policy_shards[0];
   return found;
 }
 
@@ -72,7 +91,9 @@ KeyRelations key_relations(SpiSession *session) {
 uint64 run_on(SpiSession *session, const KeyRelations &where, Oid relation, Statement statement,
               Datum *params) {
   if (relation == where.table) return spi_run(session, statement, params, nullptr);
-  return spi_run_on(session, statement, key_table_name, relation, params, nullptr);
+  OnRelation names[2] = {{key_table_name, relation}, {policy_table_name, where.policy_shard}};
+  return spi_run_on(session, statement, names, OidIsValid(where.policy_shard) ? 2 : 1, params,
+                    nullptr);
 }
 
 // The purge: read the batch's ctids, then delete each row in place without
@@ -216,6 +237,32 @@ void require_writable_for_maintenance(Statement statement) {
   PreventCommandIfReadOnly(what);
   PreventCommandIfParallelMode(what);
   PreventCommandDuringRecovery(what);
+}
+
+// idem.purge_consumed's batch where the inbox is a Citus table: on each of
+// its shards this node holds, up to `limit` rows in all.
+uint64 purge_consumed_on_shards(SpiSession *session, Datum *params, int32 limit) {
+  Oid *shards;
+  uint64 count = local_shards(
+      session, catalog_cache::relation_oid(catalog_cache::IdemRelation::consumed_message), &shards);
+  uint64 total = 0;
+  for (uint64 i = 0; i < count && total < static_cast<uint64>(limit); ++i) {
+    params[1] = Int32GetDatum(limit - static_cast<int32>(total));
+    OnRelation names[1] = {{"idem.consumed_message", shards[i]}};
+    total += spi_run_on(session, Statement::purge_consumed_on_shard, names, 1, params, nullptr);
+  }
+  return total;
+}
+
+uint64 run_on_key_relations(SpiSession *session, Statement statement, Datum *params,
+                            int32 limit) {
+  KeyRelations where = key_relations(session);
+  uint64 total = 0;
+  for (int i = 0; i < where.count && total < static_cast<uint64>(limit); ++i) {
+    params[1] = Int32GetDatum(limit - static_cast<int32>(total));
+    total += run_on(session, where, where.relations[i], statement, params);
+  }
+  return total;
 }
 
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit) {

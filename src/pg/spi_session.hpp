@@ -51,9 +51,9 @@ void set_statement_run_hook(StatementRunHook hook);
 // RETURNING). Each run replaces the previous result.
 uint64 spi_run(SpiSession *session, Statement statement, Datum *values, const char *nulls);
 
-// The same on one of the table's shards (statement_on_relation,
-// statements.hpp): the statement reads `relation` wherever it names `table`.
-uint64 spi_run_on(SpiSession *session, Statement statement, const char *table, Oid relation,
+// The same on shards (statement_on_relation, statements.hpp): the
+// statement reads each names[i].relation wherever it names names[i].table.
+uint64 spi_run_on(SpiSession *session, Statement statement, const OnRelation *names, int count,
                   Datum *values, const char *nulls);
 
 // The same for a read-only statement, under a snapshot taken now instead of

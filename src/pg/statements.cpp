@@ -66,43 +66,52 @@ bool identifier_char(char c) {
          c == '.' || c == '"';
 }
 
-// sql with each whole-word occurrence of table replaced by replacement.
-char *replace_table(const char *sql, const char *table, const char *replacement) {
+// sql with each whole-word occurrence of table replaced by replacement;
+// *replaced counts them.
+char *replace_table(const char *sql, const char *table, const char *replacement, int *replaced) {
   StringInfoData out;
   initStringInfo(&out);
   size_t length = strlen(table);
-  int replaced = 0;
+  *replaced = 0;
   for (const char *at = sql; *at != '\0';) {
     bool starts = at == sql || !identifier_char(at[-1]);
     if (starts && strncmp(at, table, length) == 0 && !identifier_char(at[length])) {
       appendStringInfoString(&out, replacement);
       at += length;
-      ++replaced;
+      ++*replaced;
     } else {
       appendStringInfoChar(&out, *at++);
     }
   }
-  if (replaced == 0)
-    ereport(ERROR, (errcode_of(sqlstate::internal),
-                    errmsg("idem: a statement run on a shard does not name %s", table),
-                    errhint("This is a bug in idem; please report it.")));
   return out.data;
 }
 
-}  // namespace
-
-KeptStatement statement_on_relation(Statement statement, const char *table, Oid relation) {
-  const StatementText &declared = statement_text(statement);
+const char *qualified_name(Oid relation) {
   char *name = get_rel_name(relation);
   Oid namespace_oid = get_rel_namespace(relation);
   if (name == nullptr || !OidIsValid(namespace_oid))
     ereport(ERROR, (errcode_of(sqlstate::internal),
                     errmsg("idem: relation %u to maintain is gone", relation)));
-  const char *qualified = quote_qualified_identifier(get_namespace_name(namespace_oid), name);
+  return quote_qualified_identifier(get_namespace_name(namespace_oid), name);
+}
+
+}  // namespace
+
+KeptStatement statement_on_relation(Statement statement, const OnRelation *names, int count) {
+  const StatementText &declared = statement_text(statement);
+  const char *sql = declared.sql;
+  for (int i = 0; i < count; ++i) {
+    int replaced;
+    sql = replace_table(sql, names[i].table, qualified_name(names[i].relation), &replaced);
+    if (i == 0 && replaced == 0)
+      ereport(ERROR, (errcode_of(sqlstate::internal),
+                      errmsg("idem: statement %s run on a shard does not name %s", declared.name,
+                             names[i].table),
+                      errhint("This is a bug in idem; please report it.")));
+  }
   Oid argtypes[max_statement_args];
   for (int i = 0; i < declared.args.count; ++i) argtypes[i] = type_oid(declared.args.types[i]);
-  SPIPlanPtr plan = SPI_prepare(replace_table(declared.sql, table, qualified), declared.args.count,
-                                argtypes);
+  SPIPlanPtr plan = SPI_prepare(sql, declared.args.count, argtypes);
   if (plan == nullptr) raise_spi_failure("SPI_prepare", SPI_result);
   return KeptStatement{plan, spi_ok_code(declared.result)};
 }
