@@ -9,6 +9,7 @@
 #include "waits/session_binding.hpp"
 #include "base/stats.hpp"
 #include "pg/catalog_cache.hpp"
+#include "pg/citus.hpp"
 
 extern "C" {
 #include "access/tableam.h"
@@ -33,6 +34,47 @@ bool has_delete_triggers(Relation rel) {
           triggers->trig_delete_after_statement);
 }
 
+// The relations a key stage maintains on this node (docs/internals.md, "On
+// Citus"): the key table itself, except where it is a Citus table; there
+// its shards on this node, each read and written by name (none on a node
+// that holds none, the coordinator). A batch never reads row addresses in
+// one relation and writes at them in another: each statement names one.
+constexpr char key_table_name[] = "idem.idempotency_request";
+
+struct KeyRelations {
+  Oid table;     // the key table (InvalidOid: missing, which its statements report)
+  int count;
+  Oid *relations;
+};
+
+KeyRelations key_relations(SpiSession *session) {
+  KeyRelations found = {catalog_cache::relation_oid(catalog_cache::IdemRelation::key_table), 1,
+                        nullptr};
+  if (!OidIsValid(found.table) || !citus::is_citus_table(catalog_cache::IdemRelation::key_table)) {
+    found.relations = static_cast<Oid *>(palloc(sizeof(Oid)));
+    found.relations[0] = found.table;
+    return found;
+  }
+  Datum table = ObjectIdGetDatum(found.table);
+  uint64 shards = spi_run(session, Statement::local_shards, &table, nullptr);
+  found.count = 0;
+  found.relations = static_cast<Oid *>(palloc(sizeof(Oid) * (shards == 0 ? 1 : shards)));
+  for (uint64 i = 0; i < shards; ++i) {
+    bool isnull;
+    Datum shard = spi_copy_datum(session, i, 1, &isnull);
+    if (!isnull) found.relations[found.count++] = DatumGetObjectId(shard);
+  }
+  return found;
+}
+
+// A key statement on one of the relations: the kept plan for the table
+// itself, else the statement read on the shard.
+uint64 run_on(SpiSession *session, const KeyRelations &where, Oid relation, Statement statement,
+              Datum *params) {
+  if (relation == where.table) return spi_run(session, statement, params, nullptr);
+  return spi_run_on(session, statement, key_table_name, relation, params, nullptr);
+}
+
 // The purge: read the batch's ctids, then delete each row in place without
 // waiting (table_tuple_delete with wait = false). A row that a live
 // transaction holds or changed since the read is skipped, which is what
@@ -41,18 +83,24 @@ bool has_delete_triggers(Relation rel) {
 // instead of two. A row updated since the read (a claim took the key over)
 // is another version; the one read is no longer deleted. Triggers, which this
 // path would bypass, send the batch through a plain SQL DELETE instead.
-uint64 purge_batch(SpiSession *session, Datum *params, bool in_scope) {
-  RangeVar *name = makeRangeVar(const_cast<char *>("idem"),
-                                const_cast<char *>("idempotency_request"), -1);
-  Relation rel = table_openrv(name, RowExclusiveLock);
+uint64 purge_batch(SpiSession *session, Datum *params, bool in_scope, const KeyRelations &where,
+                   Oid relation) {
+  Relation rel;
+  if (relation == where.table) {
+    RangeVar *name = makeRangeVar(const_cast<char *>("idem"),
+                                  const_cast<char *>("idempotency_request"), -1);
+    rel = table_openrv(name, RowExclusiveLock);
+  } else {
+    rel = table_open(relation, RowExclusiveLock);
+  }
   if (has_delete_triggers(rel)) {
     table_close(rel, NoLock);
-    return spi_run(session, in_scope ? Statement::purge_expired_in_scope : Statement::purge_expired,
-                   params, nullptr);
+    return run_on(session, where, relation,
+                  in_scope ? Statement::purge_expired_in_scope : Statement::purge_expired, params);
   }
-  uint64 found = spi_run(
-      session, in_scope ? Statement::purge_candidates_in_scope : Statement::purge_candidates,
-      params, nullptr);
+  uint64 found = run_on(session, where, relation,
+                        in_scope ? Statement::purge_candidates_in_scope : Statement::purge_candidates,
+                        params);
   CommandId command = GetCurrentCommandId(true);
   backend_writes::note();
   uint64 deleted = 0;
@@ -98,9 +146,10 @@ uint64 purge_batch(SpiSession *session, Datum *params, bool in_scope) {
 // batch), read the registry with every candidate locked, and mark only the
 // rows still stale then. The row locks keep each row as it was judged until
 // this transaction ends.
-uint64 sweep_bound_batch(SpiSession *session, Datum *params, bool in_scope) {
-  uint64 found = spi_run(session, in_scope ? Statement::sweep_stale_in_scope : Statement::sweep_stale,
-                         params, nullptr);
+uint64 sweep_bound_batch(SpiSession *session, Datum *params, bool in_scope,
+                         const KeyRelations &where, Oid relation) {
+  uint64 found = run_on(session, where, relation,
+                        in_scope ? Statement::sweep_stale_in_scope : Statement::sweep_stale, params);
   if (found == 0) return 0;
   Datum *stale = static_cast<Datum *>(palloc(sizeof(Datum) * found));
   ItemPointerData *tids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * found));
@@ -119,7 +168,36 @@ uint64 sweep_bound_batch(SpiSession *session, Datum *params, bool in_scope) {
   Datum rows[2] = {params[0], PointerGetDatum(construct_array(stale, count, TIDOID,
                                                               sizeof(ItemPointerData), false,
                                                               TYPALIGN_SHORT))};
-  return spi_run(session, Statement::sweep_rows, rows, nullptr);
+  return run_on(session, where, relation, Statement::sweep_rows, rows);
+}
+
+// One key stage's batch on one relation, of at most `limit` rows (params[1]).
+uint64 key_batch_on(SpiSession *session, Statement statement, Datum *params, bool in_scope,
+                    const KeyRelations &where, Oid relation) {
+  if (statement == Statement::purge_expired)
+    return purge_batch(session, params, in_scope, where, relation);
+  if (catalog_cache::key_table_has_binding())
+    return sweep_bound_batch(session, params, in_scope, where, relation);
+  return run_on(session, where, relation,
+                in_scope ? Statement::sweep_stale_10_in_scope : Statement::sweep_stale_10, params);
+}
+
+// The batch over every relation of the key table on this node, in turn, up
+// to `limit` rows in all: a batch comes back short only when every relation
+// had less than its share, as on one table.
+uint64 key_batch(SpiSession *session, Statement statement, Datum *params, bool in_scope,
+                 int32 limit) {
+  KeyRelations where = key_relations(session);
+  uint64 total = 0;
+  for (int i = 0; i < where.count && total < static_cast<uint64>(limit); ++i) {
+    params[1] = Int32GetDatum(limit - static_cast<int32>(total));
+    total += key_batch_on(session, statement, params, in_scope, where, where.relations[i]);
+  }
+  return total;
+}
+
+int compare_scopes(const ListCell *a, const ListCell *b) {
+  return strcmp(static_cast<const char *>(lfirst(a)), static_cast<const char *>(lfirst(b)));
 }
 
 }  // namespace
@@ -146,11 +224,9 @@ uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 lim
   Datum params[3] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit),
                      statement == Statement::sweep_stale ? session_binding::live_tokens_array()
                                                          : Datum(0)};
-  if (statement == Statement::purge_expired) return purge_batch(session, params, false);
-  bool has_binding = catalog_cache::key_table_has_binding();
-  if (statement == Statement::sweep_stale && has_binding)
-    return sweep_bound_batch(session, params, false);
-  return spi_run(session, for_key_table(statement, has_binding), params, nullptr);
+  if (statement == Statement::purge_expired || statement == Statement::sweep_stale)
+    return key_batch(session, statement, params, false, limit);
+  return spi_run(session, statement, params, nullptr);
 }
 
 uint64 run_maintenance_batch_in_scope(SpiSession *session, Statement statement, int32 limit,
@@ -161,23 +237,38 @@ uint64 run_maintenance_batch_in_scope(SpiSession *session, Statement statement, 
   Datum name = CStringGetTextDatum(scope);
   if (statement == Statement::purge_expired) {
     Datum params[3] = {now, Int32GetDatum(limit), name};
-    return purge_batch(session, params, true);
+    return key_batch(session, statement, params, true, limit);
   }
   Datum params[4] = {now, Int32GetDatum(limit), session_binding::live_tokens_array(), name};
-  if (catalog_cache::key_table_has_binding()) return sweep_bound_batch(session, params, true);
-  return spi_run(session, Statement::sweep_stale_10_in_scope, params, nullptr);
+  return key_batch(session, statement, params, true, limit);
 }
 
 uint64 scopes_with_work(SpiSession *session, Statement statement, char ***scopes) {
   Datum now = TimestampTzGetDatum(GetCurrentTimestamp());
-  uint64 found = spi_run(session, statement == Statement::sweep_stale ? Statement::scopes_to_sweep
-                                                                       : Statement::scopes_to_purge,
-                         &now, nullptr);
+  Statement scopes_statement =
+      statement == Statement::sweep_stale ? Statement::scopes_to_sweep : Statement::scopes_to_purge;
+  KeyRelations where = key_relations(session);
   // In the caller's context, as spi_copy_text's copies: SPI frees its own at spi_finish.
-  *scopes = static_cast<char **>(
-      MemoryContextAlloc(session->caller_context, sizeof(char *) * (found == 0 ? 1 : found)));
-  for (uint64 i = 0; i < found; ++i) (*scopes)[i] = spi_copy_text(session, i, 1);
-  return found;
+  List *names = NIL;
+  for (int i = 0; i < where.count; ++i) {
+    uint64 found = run_on(session, where, where.relations[i], scopes_statement, &now);
+    MemoryContext previous = MemoryContextSwitchTo(session->caller_context);
+    for (uint64 row = 0; row < found; ++row) names = lappend(names, spi_copy_text(session, row, 1));
+    MemoryContextSwitchTo(previous);
+  }
+  // Shards list their scopes each, in the statement's order ("C"): merged,
+  // without repeats, in that order again.
+  if (where.count > 1) list_sort(names, compare_scopes);
+  uint64 count = 0;
+  *scopes = static_cast<char **>(MemoryContextAlloc(
+      session->caller_context, sizeof(char *) * (names == NIL ? 1 : list_length(names))));
+  ListCell *cell;
+  foreach (cell, names) {
+    char *scope = static_cast<char *>(lfirst(cell));
+    if (count > 0 && strcmp((*scopes)[count - 1], scope) == 0) continue;
+    (*scopes)[count++] = scope;
+  }
+  return count;
 }
 
 void count_maintenance_rows(Statement statement, uint64 rows) {

@@ -25,6 +25,13 @@ IDEM_LONGJMP_SAFE(KeptStatement);
 // connected: spi_session.hpp runs it) and keeps the plan.
 KeptStatement kept_statement(Statement statement);
 
+// The statement with every whole-word `table` (a qualified name such as
+// idem.idempotency_request) read as `relation` instead (a shard of that
+// table, by OID), prepared for this SPI connection only: a shard's plan is
+// not kept, as shards come and go with moves (docs/internals.md, "On
+// Citus"). SPI must be connected; SPI_finish frees the plan.
+KeptStatement statement_on_relation(Statement statement, const char *table, Oid relation);
+
 // Raises the internal error for an SPI call that returned an unexpected
 // code, with the caller as its LOCATION.
 [[noreturn]] void raise_spi_failure(const char *what, int code,
