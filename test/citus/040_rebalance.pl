@@ -49,7 +49,8 @@ is(scalar(@groups), IdemCitus::shard_count(), 'the key table has ' . IdemCitus::
 my (%kept, %taken);
 for (my $n = 0; keys(%kept) < @groups || keys(%taken) < @groups; $n++) {
 	my ($shard) = $dbh->selectrow_array(
-		q{SELECT get_shard_id_for_distribution_column('idem.idempotency_request', $1)}, undef, "m$n");
+		q{SELECT get_shard_id_for_distribution_column('idem.idempotency_request', $1::text)}, undef, "m$n");
+	die 'get_shard_id_for_distribution_column: ' . $dbh->errstr if $dbh->err;
 	if (!$kept{$shard}) { $kept{$shard} = { key => "m$n" } }
 	elsif (!$taken{$shard}) { $taken{$shard} = { key => "m$n" } }
 }
