@@ -2561,25 +2561,12 @@ RETURNS TABLE (id bigint, lease_fence bigint, scope text, key text,
 -- this Citus node's shards of it: Citus refuses FOR UPDATE on the
 -- distributed table) in turn, at most batch_limit in all; on Citus an
 -- aggregate's order is therefore kept among the events one shard holds.
--- A Citus node that holds no shard of the outbox (the coordinator) leases
--- through the distributed table instead, event by event: the due events
--- read without a lock, then each leased by an UPDATE routed by its key
--- that matches only while it is still due (a relay that leased it first
--- makes it match nothing; a lease in flight is waited for, as one call's
--- transaction), its aggregate's order checked before.
 AS $function$
 DECLARE
     relation regclass;
-    relations regclass[];
     leased bigint := 0;
     got bigint;
     scope_filter text;
-    clock timestamptz := pg_catalog.statement_timestamp();
-    lease_end timestamptz;
-    candidate record;
-    earlier record;
-    blocked boolean;
-    drawn bigint;
 BEGIN
     IF $1 IS NULL OR $1 <= 0 THEN
         RAISE EXCEPTION 'batch_limit must be positive'
@@ -2602,58 +2589,7 @@ BEGIN
     -- filter (the C++ engine's outbox_lease_11).
     scope_filter := CASE WHEN pg_catalog.to_regprocedure('idem.may_use_scope(text)') IS NOT NULL
                          THEN 'AND idem.may_use_scope(%I.scope)' ELSE '' END;
-    relations := ARRAY(SELECT * FROM idem.portable_local_relations('idem.outbox_event'::pg_catalog.regclass));
-    IF pg_catalog.cardinality(relations) = 0 THEN
-        lease_end := clock + $2;
-        FOR candidate IN
-            SELECT e.id AS event_id, e.key AS event_key, e.scope AS event_scope,
-                   e.aggregate_type AS agg_type, e.aggregate_id AS agg_id
-              FROM idem.outbox_event e
-             WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
-               AND (e.status = 'pending' OR e.leased_until <= clock)
-               AND e.available_at <= clock
-               AND ($3 IS NULL OR e.event_type = ANY ($3))
-             ORDER BY e.id
-             LIMIT $1 * 4 + 16
-        LOOP
-            EXIT WHEN leased >= $1;
-            CONTINUE WHEN scope_filter <> '' AND NOT idem.may_use_scope(candidate.event_scope);
-            blocked := false;
-            IF candidate.agg_id IS NOT NULL THEN
-                FOR earlier IN
-                    SELECT p.scope AS earlier_scope FROM idem.outbox_event p
-                     WHERE p.status = ANY ('{pending,leased}'::idem.outbox_status[])
-                       AND p.aggregate_id = candidate.agg_id
-                       AND (p.aggregate_type = candidate.agg_type
-                            OR p.aggregate_type IS NULL AND candidate.agg_type IS NULL)
-                       AND p.id < candidate.event_id
-                LOOP
-                    blocked := scope_filter = '' OR idem.may_use_scope(earlier.earlier_scope);
-                    EXIT WHEN blocked;
-                END LOOP;
-            END IF;
-            CONTINUE WHEN blocked;
-            drawn := pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass);
-            UPDATE idem.outbox_event o
-               SET status = 'leased'::idem.outbox_status,
-                   lease_fence = drawn,
-                   leased_until = lease_end,
-                   attempt_count = o.attempt_count + 1
-             WHERE o.key = candidate.event_key AND o.id = candidate.event_id
-               AND (o.status = 'pending' OR o.status = 'leased' AND o.leased_until <= clock)
-               AND o.available_at <= clock
-            RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
-                      o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key
-                 INTO id, lease_fence, scope, key, event_type, aggregate_type,
-                      aggregate_id, payload, headers, attempt_count, delivery_key;
-            IF FOUND THEN
-                leased := leased + 1;
-                RETURN NEXT;
-            END IF;
-        END LOOP;
-        RETURN;
-    END IF;
-    FOREACH relation IN ARRAY relations LOOP
+    FOR relation IN SELECT * FROM idem.portable_local_relations('idem.outbox_event'::pg_catalog.regclass) LOOP
         EXIT WHEN leased >= $1;
         -- Columns are qualified throughout: the result's columns are
         -- PL/pgSQL variables of the same names.
