@@ -5,7 +5,10 @@
 # effect together; one block may own keys on both workers (Citus commits it
 # on both with two-phase commit). Then the application's function with
 # force_delegation: delegated inside the block too, the rest of the block
-# following it to the key's worker.
+# following it to the key's worker. Last, the same as an application's
+# role, neither superuser nor idem's owner, as deployments run: idem's calls
+# run with their owner's rights (SECURITY DEFINER) in the block that wrote
+# the application's rows as the application's role.
 use strict;
 use warnings;
 use FindBin;
@@ -85,6 +88,36 @@ COMMIT;});
 is($c->safe_psql('proof', q{SELECT kind || ' ' || response_body::text FROM idem.claim_idempotency_key('txn', 'forced', 'h')}),
 	'replay_success {"n": 3}', 'committed, its outcome replays');
 is($c->safe_psql('proof', q{SELECT count(*) FROM effects WHERE key = 'forced'}), '1', '... with its one effect');
+
+# The application's role: created on the coordinator (Citus creates it on
+# the workers), granted the request path and its business table.
+$c->safe_psql('proof', q{
+CREATE ROLE app LOGIN;
+GRANT USAGE ON SCHEMA idem TO app;
+GRANT EXECUTE ON FUNCTION idem.claim_idempotency_key(text, text, text, text, interval, interval),
+    idem.mark_succeeded(text, text, bigint, integer, jsonb, text, text), idem.peek(text, text) TO app;
+GRANT SELECT, INSERT ON effects TO app;
+GRANT USAGE ON SEQUENCE effects_id_seq TO app;});
+# As the application's role: the block must commit, whatever node runs the
+# calls (psql's exit status and error are the assertion's).
+sub as_app {
+	my ($sql, $what) = @_;
+	my ($ret, $out, $err) = $c->psql('proof', $sql, on_error_stop => 1, extra_params => [ '-U', 'app' ]);
+	is($ret, 0, $what) or diag($err);
+}
+as_app(q{
+BEGIN;
+SELECT fence FROM idem.claim_idempotency_key('txn', 'as-app', 'h', 'app', '1 minute') \gset
+INSERT INTO effects (scope, key, fence, client) VALUES ('txn', 'as-app', :fence, 2);
+SELECT idem.mark_succeeded('txn', 'as-app', :fence, 200, '{"n": 4}');
+COMMIT;}, "the application's role: claim, its row and the outcome in one block commit");
+is($c->safe_psql('proof', q{SELECT kind || ' ' || response_body::text FROM idem.claim_idempotency_key('txn', 'as-app', 'h')}),
+	'replay_success {"n": 4}', "the application's role: its rows and idem's outcome in one block");
+$fence = $c->safe_psql('proof', q{SELECT fence FROM idem.claim_idempotency_key('txn', 'as-app-2', 'h', 'app', '1 minute')});
+as_app(qq{SELECT proof_effect_and_succeed('txn', 'as-app-2', $fence, 2, '{"n": 5}');},
+	"the application's role: its delegated function runs");
+is($c->safe_psql('proof', q{SELECT kind || ' ' || response_body::text FROM idem.claim_idempotency_key('txn', 'as-app-2', 'h')}),
+	'replay_success {"n": 5}', "the application's role: its delegated function, rows and outcome on the key's node");
 
 $cluster->stop;
 done_testing();
