@@ -160,7 +160,10 @@ sub add_worker {
 	$self->{coordinator}->safe_psql('proof',
 		sprintf(q{SELECT citus_add_node('%s', %d)}, $node->host, $node->port));
 	push @{ $self->{workers} }, $node;
-	$node->safe_psql('proof', 'SELECT idem.citus_node_setup()') if $self->{distributed} && has_node_setup($node);
+	# As the owner of idem's objects: the sequences it makes there are the
+	# portable engine's owner's, whose functions draw from them.
+	my $as = IdemProof::portable_engine() ? 'SET ROLE idem_owner; ' : '';
+	$node->safe_psql('proof', "${as}SELECT idem.citus_node_setup()") if $self->{distributed} && has_node_setup($node);
 	return $node;
 }
 
