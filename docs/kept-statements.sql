@@ -24,7 +24,7 @@ VALUES (
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING
   true,
-  r.status::pg_catalog.text,
+  r.status,
   r.request_hash OPERATOR(pg_catalog.=) $3,
   r.locked_until OPERATOR(pg_catalog.<=) $5,
   r.expires_at OPERATOR(pg_catalog.<=) $5,
@@ -51,7 +51,7 @@ VALUES (
 ON CONFLICT (scope, key) DO NOTHING
 RETURNING
   true,
-  r.status::pg_catalog.text,
+  r.status,
   r.request_hash OPERATOR(pg_catalog.=) $3,
   r.locked_until OPERATOR(pg_catalog.<=) $5,
   r.expires_at OPERATOR(pg_catalog.<=) $5,
@@ -63,7 +63,7 @@ RETURNING
 -- claim_take_over
 UPDATE idem.idempotency_request AS r
 SET status = 'processing'::idem.idempotency_status,
-    fence = pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass),
+    fence = $12,
     attempt_count = r.attempt_count OPERATOR(pg_catalog.+) 1,
     claimed_by = $4,
     claimed_at = $5,
@@ -74,8 +74,8 @@ SET status = 'processing'::idem.idempotency_status,
     response_body = NULL,
     bound_session = $10,
     expires_at = GREATEST(r.expires_at,
-                          CASE WHEN $7 IS NULL THEN 'infinity'::pg_catalog.timestamptz
-                               ELSE $5 OPERATOR(pg_catalog.+) $7 END)
+                          $5 OPERATOR(pg_catalog.+) $7,
+                          CASE WHEN $7 IS NULL THEN 'infinity'::pg_catalog.timestamptz END)
 WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.key OPERATOR(pg_catalog.=) $2
   AND r.fence OPERATOR(pg_catalog.=) $8
@@ -88,7 +88,7 @@ WHERE r.scope OPERATOR(pg_catalog.=) $1
               OR r.bound_session OPERATOR(pg_catalog.=) $11))
 RETURNING
   false,
-  r.status::pg_catalog.text,
+  r.status,
   r.request_hash OPERATOR(pg_catalog.=) $3,
   r.locked_until OPERATOR(pg_catalog.<=) $5,
   r.expires_at OPERATOR(pg_catalog.<=) $5,
@@ -100,7 +100,7 @@ RETURNING
 -- claim_take_over_10
 UPDATE idem.idempotency_request AS r
 SET status = 'processing'::idem.idempotency_status,
-    fence = pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass),
+    fence = $12,
     attempt_count = r.attempt_count OPERATOR(pg_catalog.+) 1,
     claimed_by = $4,
     claimed_at = $5,
@@ -110,8 +110,8 @@ SET status = 'processing'::idem.idempotency_status,
     response_code = NULL,
     response_body = NULL,
     expires_at = GREATEST(r.expires_at,
-                          CASE WHEN $7 IS NULL THEN 'infinity'::pg_catalog.timestamptz
-                               ELSE $5 OPERATOR(pg_catalog.+) $7 END)
+                          $5 OPERATOR(pg_catalog.+) $7,
+                          CASE WHEN $7 IS NULL THEN 'infinity'::pg_catalog.timestamptz END)
 WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.key OPERATOR(pg_catalog.=) $2
   AND r.fence OPERATOR(pg_catalog.=) $8
@@ -123,7 +123,7 @@ WHERE r.scope OPERATOR(pg_catalog.=) $1
          AND (r.locked_until OPERATOR(pg_catalog.<=) $5))
 RETURNING
   false,
-  r.status::pg_catalog.text,
+  r.status,
   r.request_hash OPERATOR(pg_catalog.=) $3,
   r.locked_until OPERATOR(pg_catalog.<=) $5,
   r.expires_at OPERATOR(pg_catalog.<=) $5,
@@ -137,7 +137,7 @@ UPDATE idem.idempotency_request AS r
 SET request_hash = $3,
     status = 'processing'::idem.idempotency_status,
     recovery_point = 'started',
-    fence = pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass),
+    fence = $12,
     attempt_count = 1,
     claimed_by = $4,
     claimed_at = $5,
@@ -152,8 +152,8 @@ SET request_hash = $3,
     updated_at = $5,
     finished_at = NULL,
     bound_session = $10,
-    expires_at = CASE WHEN $7 IS NULL THEN 'infinity'::pg_catalog.timestamptz
-                      ELSE $5 OPERATOR(pg_catalog.+) $7 END
+    expires_at = GREATEST($5 OPERATOR(pg_catalog.+) $7,
+                          CASE WHEN $7 IS NULL THEN 'infinity'::pg_catalog.timestamptz END)
 WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.key OPERATOR(pg_catalog.=) $2
   AND r.fence OPERATOR(pg_catalog.=) $8
@@ -161,7 +161,7 @@ WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.expires_at OPERATOR(pg_catalog.<=) $5
 RETURNING
   false,
-  r.status::pg_catalog.text,
+  r.status,
   r.request_hash OPERATOR(pg_catalog.=) $3,
   r.locked_until OPERATOR(pg_catalog.<=) $5,
   r.expires_at OPERATOR(pg_catalog.<=) $5,
@@ -175,7 +175,7 @@ UPDATE idem.idempotency_request AS r
 SET request_hash = $3,
     status = 'processing'::idem.idempotency_status,
     recovery_point = 'started',
-    fence = pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass),
+    fence = $12,
     attempt_count = 1,
     claimed_by = $4,
     claimed_at = $5,
@@ -189,8 +189,8 @@ SET request_hash = $3,
     created_at = $5,
     updated_at = $5,
     finished_at = NULL,
-    expires_at = CASE WHEN $7 IS NULL THEN 'infinity'::pg_catalog.timestamptz
-                      ELSE $5 OPERATOR(pg_catalog.+) $7 END
+    expires_at = GREATEST($5 OPERATOR(pg_catalog.+) $7,
+                          CASE WHEN $7 IS NULL THEN 'infinity'::pg_catalog.timestamptz END)
 WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.key OPERATOR(pg_catalog.=) $2
   AND r.fence OPERATOR(pg_catalog.=) $8
@@ -198,7 +198,7 @@ WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.expires_at OPERATOR(pg_catalog.<=) $5
 RETURNING
   false,
-  r.status::pg_catalog.text,
+  r.status,
   r.request_hash OPERATOR(pg_catalog.=) $3,
   r.locked_until OPERATOR(pg_catalog.<=) $5,
   r.expires_at OPERATOR(pg_catalog.<=) $5,
@@ -206,6 +206,26 @@ RETURNING
   r.result_ref_type, r.result_ref_id, r.failure_code, r.failure_message,
   r.locked_until, r.expires_at,
   NULL::pg_catalog.int8;
+
+-- probe_claim_row
+SELECT
+  r.fence, r.attempt_count, r.recovery_point, r.response_code, r.response_body,
+  r.result_ref_type, r.result_ref_id, r.failure_code, r.failure_message,
+  r.locked_until, r.expires_at, r.status, r.request_hash,
+  r.bound_session
+FROM idem.idempotency_request r
+WHERE r.scope OPERATOR(pg_catalog.=) $1
+  AND r.key OPERATOR(pg_catalog.=) $2;
+
+-- probe_claim_row_10
+SELECT
+  r.fence, r.attempt_count, r.recovery_point, r.response_code, r.response_body,
+  r.result_ref_type, r.result_ref_id, r.failure_code, r.failure_message,
+  r.locked_until, r.expires_at, r.status, r.request_hash,
+  NULL::pg_catalog.int8
+FROM idem.idempotency_request r
+WHERE r.scope OPERATOR(pg_catalog.=) $1
+  AND r.key OPERATOR(pg_catalog.=) $2;
 
 -- mark_succeeded
 UPDATE idem.idempotency_request AS r
@@ -309,7 +329,13 @@ DELETE FROM idem.idempotency_request AS r
 WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.key OPERATOR(pg_catalog.=) $2
   AND (r.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status OR $3)
-RETURNING r, r.status::pg_catalog.text, r.fence;
+RETURNING r, r.status, r.fence;
+
+-- key_created_at
+SELECT r.created_at
+FROM idem.idempotency_request r
+WHERE r.scope OPERATOR(pg_catalog.=) $1
+  AND r.key OPERATOR(pg_catalog.=) $2;
 
 -- force_expire_key
 UPDATE idem.idempotency_request AS r
@@ -335,14 +361,12 @@ SET status =
            THEN $4
            ELSE r.finished_at END,
     updated_at = $4,
-    expires_at =
-      LEAST(r.expires_at,
-            GREATEST($4,
-                     r.created_at OPERATOR(pg_catalog.+) '1 microsecond'::pg_catalog.interval))
+    expires_at = LEAST(r.expires_at, GREATEST($4, $5))
 WHERE r.scope OPERATOR(pg_catalog.=) $1
   AND r.key OPERATOR(pg_catalog.=) $2
+  AND r.created_at OPERATOR(pg_catalog.=) $6
   AND (r.status OPERATOR(pg_catalog.<>) 'processing'::idem.idempotency_status OR $3)
-RETURNING r, r.status::pg_catalog.text, r.fence;
+RETURNING r, r.status, r.fence;
 
 -- purge_expired
 WITH doomed AS (
@@ -480,6 +504,10 @@ WHERE d.scope OPERATOR(pg_catalog.=) $3
 ORDER BY d.expires_at
 LIMIT $2;
 
+-- local_shards
+SELECT r::pg_catalog.oid
+FROM idem.local_relations($1::pg_catalog.regclass) r;
+
 -- claim_give_up
 UPDATE idem.idempotency_request AS r
 SET status = 'failed_final'::idem.idempotency_status,
@@ -501,7 +529,7 @@ WHERE r.scope OPERATOR(pg_catalog.=) $1
               OR r.bound_session OPERATOR(pg_catalog.=) $11))
 RETURNING
   false,
-  r.status::pg_catalog.text,
+  r.status,
   r.request_hash OPERATOR(pg_catalog.=) $3,
   r.locked_until OPERATOR(pg_catalog.<=) $5,
   r.expires_at OPERATOR(pg_catalog.<=) $5,
@@ -604,6 +632,23 @@ SELECT idem.purge_consumed($2);
 
 -- purge_published
 SELECT idem.purge_published($2);
+
+-- purge_consumed_on_shard
+WITH doomed AS (
+  SELECT d.ctid AS tid
+  FROM idem.consumed_message d
+  WHERE d.expires_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+  ORDER BY d.expires_at
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+DELETE FROM idem.consumed_message r
+WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed));
+
+-- probe_consumed_row
+SELECT m.message_hash, m.expires_at
+FROM idem.consumed_message m
+WHERE m.consumer OPERATOR(pg_catalog.=) $1
+  AND m.message_id OPERATOR(pg_catalog.=) $2;
 
 -- inbox_insert
 INSERT INTO idem.consumed_message AS m (

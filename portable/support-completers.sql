@@ -40,30 +40,53 @@ REVOKE ALL ON FUNCTION idem.portable_resolve_completer(text, boolean) FROM PUBLI
 -- completer_candidates), with the function the policy names (0 when the
 -- name resolves to no function any more) and its owner, and since when the
 -- key is due (oldest first). Each name is resolved once; a key whose name
--- cannot be resolved is left out (idem.portable_resolve_completer).
+-- cannot be resolved is left out (idem.portable_resolve_completer). The
+-- keys are read from the relations idem.portable_local_relations gives
+-- (the table, or this Citus node's shards of it: none on the coordinator),
+-- in one statement; the policies are read first and passed as arrays, as
+-- a statement on a shard does not join the reference table.
 CREATE FUNCTION idem.portable_completer_due(now timestamptz, quiet boolean)
 RETURNS TABLE (scope text, key text, request_hash text, completer oid, owner oid, since timestamptz)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-WITH due AS MATERIALIZED (
-    SELECT r.scope, r.key, r.request_hash, p.completer AS name,
-           COALESCE(r.locked_until, r.updated_at) AS since
+DECLARE
+    scopes text[];
+    names text[];
+    delays interval[];
+    keys_sql text;
+BEGIN
+    SELECT array_agg(p.scope), array_agg(p.completer), array_agg(p.completer_delay)
+      INTO scopes, names, delays
       FROM idem.scope_policy p
-      JOIN idem.idempotency_request r ON r.scope = p.scope
-     WHERE p.completer IS NOT NULL
-       AND (r.status = 'processing' AND r.locked_until <= now
-            OR r.status = 'failed_retryable' AND r.failure_code = 'abandoned')
-       AND r.expires_at > now
-       AND COALESCE(r.locked_until, r.updated_at) <= now - COALESCE(p.completer_delay, '0'::interval)),
-named AS MATERIALIZED (
-    SELECT n.name, idem.portable_resolve_completer(n.name, quiet) AS completer
-      FROM (SELECT DISTINCT due.name FROM due) n)
-SELECT due.scope, due.key, due.request_hash, named.completer, f.proowner, due.since
-  FROM due
-  JOIN named ON named.name = due.name
-  LEFT JOIN pg_catalog.pg_proc f ON f.oid = named.completer
- WHERE named.completer IS NOT NULL
+     WHERE p.completer IS NOT NULL;
+    SELECT string_agg(format('SELECT r.scope, r.key, r.request_hash, r.status, r.failure_code, r.locked_until,
+                                     r.updated_at, r.expires_at FROM %s r', l.relation), ' UNION ALL ')
+      INTO keys_sql
+      FROM idem.portable_local_relations('idem.idempotency_request'::regclass) AS l(relation);
+    IF scopes IS NULL OR keys_sql IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format(
+       'WITH due AS MATERIALIZED (
+            SELECT r.scope, r.key, r.request_hash, p.name,
+                   COALESCE(r.locked_until, r.updated_at) AS since
+              FROM unnest($3::text[], $4::text[], $5::interval[]) AS p(scope, name, delay)
+              JOIN (%s) r ON r.scope = p.scope
+             WHERE (r.status = ''processing'' AND r.locked_until <= $1
+                    OR r.status = ''failed_retryable'' AND r.failure_code = ''abandoned'')
+               AND r.expires_at > $1
+               AND COALESCE(r.locked_until, r.updated_at) <= $1 - COALESCE(p.delay, ''0''::interval)),
+        named AS MATERIALIZED (
+            SELECT n.name, idem.portable_resolve_completer(n.name, $2) AS completer
+              FROM (SELECT DISTINCT due.name FROM due) n)
+        SELECT due.scope, due.key, due.request_hash, named.completer, f.proowner, due.since
+          FROM due
+          JOIN named ON named.name = due.name
+          LEFT JOIN pg_catalog.pg_proc f ON f.oid = named.completer
+         WHERE named.completer IS NOT NULL', keys_sql)
+      USING now, quiet, scopes, names, delays;
+END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_completer_due(timestamptz, boolean) FROM PUBLIC;
 

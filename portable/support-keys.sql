@@ -428,6 +428,46 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_session_alive(bigint) FROM PUBLIC;
 
+-- The fence of a claim that takes an existing row over (a stale or failed
+-- key, a new generation): above the row's fence, so a key's fences only
+-- rise. On one server idem.fence_seq alone ensures it (its next value is
+-- above every fence it issued). On Citus each node draws from its own
+-- sequence (INCREMENT BY 1024, values congruent to the node's group id:
+-- idem.citus_node_setup), and a key whose shard moved from a node whose
+-- sequence ran ahead may hold a fence above this node's next value. Then
+-- the fence is the smallest value above the row's fence of this node's
+-- class (still unique across nodes), drawn from the sequence after moving
+-- it up so that its next value is that one: the node never issues it
+-- again. The sequence is moved only when its last value, read in the same
+-- statement, is below; otherwise it already passed the target and the next
+-- draw is above the row's fence anyway. A draw of another session between
+-- that read and the setval would be issued twice: PostgreSQL has no
+-- conditional setval, so that window (one statement, on a node taking over
+-- a key whose fence came from a node ahead of it) is the one left open.
+CREATE FUNCTION idem.portable_fence_above(old_fence bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fence bigint := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+    step bigint;
+    gap bigint;
+BEGIN
+    WHILE fence <= old_fence LOOP
+        SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
+         WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
+        gap := (fence - old_fence) % step;      -- in (-step, 0]
+        PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, old_fence + gap, true)
+          FROM idem.fence_seq q
+         WHERE q.last_value < old_fence + gap;
+        fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+    END LOOP;
+    RETURN fence;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_fence_above(bigint) FROM PUBLIC;
+
 -- One claim (claim_once, src/keys/claim.cpp): look at the row first, without
 -- a lock (a replay takes no row lock and no transaction id, so it works in a
 -- READ ONLY transaction), and write only what the observation calls for:
@@ -457,6 +497,9 @@ DECLARE
     dead_session bigint;
     read_only boolean := pg_catalog.current_setting('transaction_read_only') = 'on';
     answer idem.claim;
+    new_fence bigint;
+    new_locked_until timestamptz;
+    new_expiry timestamptz;
 BEGIN
     now := pg_catalog.clock_timestamp();
     FOR step IN 1..16 LOOP
@@ -507,6 +550,21 @@ BEGIN
             CONTINUE;
         END IF;
         looked := true;
+        -- What a claim that grants ownership writes, computed here and not
+        -- in its statement: Citus refuses a VOLATILE function (nextval) in
+        -- an UPDATE's SET and a non-IMMUTABLE one (timestamptz + interval)
+        -- in a CASE there. A fence that takes a row over is above the
+        -- row's (idem.portable_fence_above).
+        IF action <> 'give_up' THEN
+            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            IF action <> 'insert' AND new_fence <= r.fence THEN
+                new_fence := idem.portable_fence_above(r.fence);
+            END IF;
+            IF new_locked_until IS NULL THEN
+                new_locked_until := now + portable_claim_once.lock_timeout;
+                new_expiry := CASE WHEN retention IS NULL THEN 'infinity'::timestamptz ELSE now + retention END;
+            END IF;
+        END IF;
         IF action = 'insert' THEN
             INSERT INTO idem.idempotency_request AS t (
                 scope, key, request_hash, status, recovery_point, fence, attempt_count,
@@ -514,10 +572,8 @@ BEGIN
                 bound_session)
             VALUES (
                 portable_claim_once.scope, portable_claim_once.key, portable_claim_once.request_hash,
-                'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
-                portable_claim_once.claimed_by, now, now + portable_claim_once.lock_timeout, now, now,
-                CASE WHEN retention IS NULL THEN 'infinity'::timestamptz ELSE now + retention END,
-                bound)
+                'processing', 'started', new_fence, 1,
+                portable_claim_once.claimed_by, now, new_locked_until, now, now, new_expiry, bound)
             ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
             RETURNING t.* INTO r;
             IF FOUND THEN
@@ -528,15 +584,14 @@ BEGIN
             UPDATE idem.idempotency_request AS t
                SET request_hash = portable_claim_once.request_hash,
                    status = 'processing', recovery_point = 'started',
-                   fence = pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass),
+                   fence = new_fence,
                    attempt_count = 1, claimed_by = portable_claim_once.claimed_by,
-                   claimed_at = now, locked_until = now + portable_claim_once.lock_timeout,
+                   claimed_at = now, locked_until = new_locked_until,
                    response_code = NULL, response_body = NULL, result_ref_type = NULL,
                    result_ref_id = NULL, failure_code = NULL, failure_message = NULL,
                    created_at = now, updated_at = now, finished_at = NULL,
                    bound_session = bound,
-                   expires_at = CASE WHEN retention IS NULL THEN 'infinity'::timestamptz
-                                     ELSE now + retention END
+                   expires_at = new_expiry
              WHERE t.scope = portable_claim_once.scope AND t.key = portable_claim_once.key
                AND t.fence = r.fence AND t.status <> 'processing' AND t.expires_at <= now
             RETURNING t.* INTO r;
@@ -563,15 +618,13 @@ BEGIN
         ELSE
             UPDATE idem.idempotency_request AS t
                SET status = 'processing',
-                   fence = pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass),
+                   fence = new_fence,
                    attempt_count = t.attempt_count + 1,
                    claimed_by = portable_claim_once.claimed_by, claimed_at = now,
-                   locked_until = now + portable_claim_once.lock_timeout, updated_at = now,
+                   locked_until = new_locked_until, updated_at = now,
                    finished_at = NULL, response_code = NULL, response_body = NULL,
                    bound_session = bound,
-                   expires_at = GREATEST(t.expires_at,
-                                         CASE WHEN retention IS NULL THEN 'infinity'::timestamptz
-                                              ELSE now + retention END)
+                   expires_at = GREATEST(t.expires_at, new_expiry)
              WHERE t.scope = portable_claim_once.scope AND t.key = portable_claim_once.key
                AND t.fence = r.fence AND t.status = r.status
                AND t.request_hash = portable_claim_once.request_hash

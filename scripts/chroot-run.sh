@@ -54,7 +54,7 @@ done
 # A clean environment, but the test command's selections pass through.
 env=(HOME=/root LANG=C.UTF-8 TERM=dumb DEBIAN_FRONTEND=noninteractive
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
-for var in IDEM_ONLY IDEM_TAP_FILES; do
+for var in IDEM_ONLY IDEM_TAP_FILES IDEM_CITUS_LONG IDEM_CITUS_SHARDS; do
   [ -n "${!var:-}" ] && env+=("$var=${!var}")
 done
 st=0

@@ -66,8 +66,9 @@ chroot_older_suite() {  # major
 # What a chroot needs to build idem and run every per-major suite (bc: the
 # stats suite's timing line; flex, bison, libkrb5-dev: pg_tle's build and
 # pg_cron, for test/portable.sh; patch: its regress runner's reviewed
-# differences), and the older major's server and headers
-# (idem is built for it too, for the upgrade test).
+# differences; liblz4-dev, libzstd-dev, libicu-dev, libcurl4-openssl-dev:
+# Citus's build, scripts/citus.sh), and the older major's server and
+# headers (idem is built for it too, for the upgrade test).
 chroot_packages() {  # major|node
   local from older=()
   # The Node chroot: nodejs, npm and the CA list npm's downloads need.
@@ -75,7 +76,8 @@ chroot_packages() {  # major|node
   from=$(chroot_upgrade_from "$1") && older=("postgresql-$from" "postgresql-server-dev-$from")
   echo make g++ "postgresql-$1" "postgresql-server-dev-$1" "postgresql-$1-pgtap" \
     libtap-parser-sourcehandler-pgtap-perl libipc-run-perl libssl-dev libdbd-pg-perl \
-    python3 perl bc flex bison libkrb5-dev "postgresql-$1-cron" patch "${older[@]}"
+    python3 perl bc flex bison libkrb5-dev "postgresql-$1-cron" patch \
+    liblz4-dev libzstd-dev libicu-dev libcurl4-openssl-dev "${older[@]}"
 }
 
 # What the stamp records: a change here (another package, another setup

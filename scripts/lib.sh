@@ -15,26 +15,34 @@ PACKAGES=(make g++ clang-14 libclang-rt-14-dev libssl-dev libgtest-dev
   python3-django python3-psycopg-pool python3-build  # clients/python: Django, pool=, its wheel (test/extra.d/client_artifacts.sh)
   patroni python3-etcd etcd-server pgbouncer postgresql-$PG_MAJOR-plproxy  # test/cluster
   prometheus prometheus-sql-exporter  # test/extra.d/monitoring.sh
-  flex bison libkrb5-dev postgresql-$PG_MAJOR-cron patch)  # test/portable.sh: pg_tle's build, pg_cron, the regress runner
+  flex bison libkrb5-dev postgresql-$PG_MAJOR-cron patch  # test/portable.sh: pg_tle's build, pg_cron, the regress runner
+  liblz4-dev libzstd-dev libicu-dev)  # scripts/citus.sh: Citus's build
 
 say() { printf '==> %s\n' "$*"; }
 
+# A third-party source snapshot beside the clone,
+# ../shared/third_party/NAME (for a git worktree: beside the clone it
+# belongs to), recognised by a file it holds. Prints its absolute path;
+# fails when there is none. Run from the clone's top directory.
+third_party_source() {  # name file
+  local common
+  if [ -f "../shared/third_party/$1/$2" ]; then (cd "../shared/third_party/$1" && pwd); return; fi
+  common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null) || return 1
+  [ -f "$common/../../shared/third_party/$1/$2" ] || return 1
+  (cd "$common/../../shared/third_party/$1" && pwd)
+}
+
 # The pg_tle source tree the portable engine's pg_tle suites build pg_tle
 # from (test/portable.sh): the setting PG_TLE_SRC, else the snapshot beside
-# the clone, ../shared/third_party/pg_tle (for a git worktree: beside the
-# clone it belongs to). Prints its absolute path; fails when there is none,
-# and those suites then skip. Run from the clone's top directory.
+# the clone. Prints its absolute path; fails when there is none, and those
+# suites then skip.
 pg_tle_source() {
-  local common
   if [ -n "${PG_TLE_SRC:-}" ]; then
     [ -f "$PG_TLE_SRC/Makefile" ] || return 1
     (cd "$PG_TLE_SRC" && pwd)
     return
   fi
-  if [ -f ../shared/third_party/pg_tle/Makefile ]; then (cd ../shared/third_party/pg_tle && pwd); return; fi
-  common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null) || return 1
-  [ -f "$common/../../shared/third_party/pg_tle/Makefile" ] || return 1
-  (cd "$common/../../shared/third_party/pg_tle" && pwd)
+  third_party_source pg_tle Makefile
 }
 
 # Installs what is missing of the named packages (Debian, as root);

@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 source scripts/chroot.sh
 source scripts/cassert.sh
+source scripts/citus.sh
 
 label=$1 kind=$2 port=$3 work=$4
 dir=$work/$label
@@ -88,6 +89,30 @@ if [ "$kind" != host ] && [ "$kind" != packages ] && [ "$kind" != assert ] &&
   fi  # else test/portable.sh says "pg_tle: SKIP" and names PG_TLE_SRC
 fi
 
+# Citus (test/citus.sh): the staged tree of this major's cache (for a
+# chroot, a copy in the target's directory, which it has mounted: a path
+# shared by runs must not be a mount point of one), or why the suites skip.
+# Its clusters take 16 ports a major from IDEM_CITUS_PORT_BASE (default: the
+# test command's first port + 1600), in the order of the majors' own ports,
+# so majors running side by side never share one.
+citus=()
+if [ "$kind" != host ] && [ "$kind" != packages ] && [ "$kind" != assert ] && wanted citus; then
+  if ! citus_major_wanted "$kind"; then
+    citus=(--citus-skip "not on PostgreSQL $kind unless IDEM_CITUS_MAJORS names it; it is '$(citus_majors)'")
+  elif ! citus_source "$kind" >/dev/null; then
+    citus=(--citus-skip "no Citus source for PostgreSQL $kind: ../shared/third_party/citus-$(citus_version "$kind" || echo '?') is not there")
+  else
+    run_port=${IDEM_TEST_PORT:-55432}
+    staged=$(citus_tree "$kind")
+    if [ "$kind" != "$PG_MAJOR" ] && [ -d "$staged" ]; then
+      rm -rf "$dir/citus"
+      cp -a "$staged" "$dir/citus"
+      staged=$dir/citus
+    fi
+    citus=(--citus "$staged" --citus-port $(( ${IDEM_CITUS_PORT_BASE:-$((run_port + 1600))} + 16 * (port - run_port) )))
+  fi
+fi
+
 st=0
 case $kind in
   host)
@@ -95,14 +120,14 @@ case $kind in
   packages)
     run_package_test ;;
   15)
-    bash "$dir/tree/test/suites.sh" --work "$dir" --port "$port" --private-install "${pg_tle[@]}" \
+    bash "$dir/tree/test/suites.sh" --work "$dir" --port "$port" --private-install "${pg_tle[@]}" "${citus[@]}" \
       --pg-config /usr/lib/postgresql/15/bin/pg_config || st=$? ;;
   assert)
     bash "$dir/tree/test/suites.sh" --work "$dir" --port "$port" --private-install --assert \
       --pg-config "$CASSERT_PG_CONFIG" || st=$? ;;
   *)
     scripts/chroot-run.sh "$CHROOT_CACHE/$(chroot_suite "$kind")" --bind "$dir" -- \
-      bash "$dir/tree/test/suites.sh" --work "$dir" --port "$port" "${pg_tle[@]}" \
+      bash "$dir/tree/test/suites.sh" --work "$dir" --port "$port" "${pg_tle[@]}" "${citus[@]}" \
       --pg-config "/usr/lib/postgresql/$kind/bin/pg_config" || st=$? ;;
 esac
 # Suites that ended before counting anything still count as a failure (the

@@ -12,6 +12,7 @@
 # only).
 #
 #   test/suites.sh --work DIR --pg-config PATH --port N [--private-install] [--assert] [--pg-tle DIR]
+#                  [--citus DIR --citus-port N | --citus-skip WHY]
 #
 # DIR/tree is a copy of the source tree (run-tests makes it). Each suite's
 # log is DIR/<suite>.log; DIR/tally gets one "suite passed failed" line per
@@ -20,12 +21,14 @@
 # portable, or an extra's or a portable suite's name) limits the suites;
 # IDEM_TAP_FILES selects TAP files. The portable engine's suites
 # (test/portable.sh) build pg_tle from the copy of its source in DIR
-# (--pg-tle; without it, they skip what needs pg_tle).
+# (--pg-tle; without it, they skip what needs pg_tle). The Citus suites
+# (test/citus.sh) copy Citus from the staged tree --citus names, their
+# clusters on ports from --citus-port; --citus-skip says why they do not run.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/chroot.sh"  # chroot_upgrade_from
 
-WORKDIR= PG_CONFIG= PORT= PRIVATE=0 ASSERT=0 PG_TLE_SRC=
+WORKDIR= PG_CONFIG= PORT= PRIVATE=0 ASSERT=0 PG_TLE_SRC= CITUS_DIR= CITUS_PORT_BASE= CITUS_SKIP=
 while [ $# -gt 0 ]; do
   case $1 in
     --work) WORKDIR=$2; shift 2 ;;
@@ -34,6 +37,9 @@ while [ $# -gt 0 ]; do
     --private-install) PRIVATE=1; shift ;;
     --assert) ASSERT=1; shift ;;
     --pg-tle) PG_TLE_SRC=$2; shift 2 ;;
+    --citus) CITUS_DIR=$2; shift 2 ;;
+    --citus-port) CITUS_PORT_BASE=$2; shift 2 ;;
+    --citus-skip) CITUS_SKIP=$2; shift 2 ;;
     *) echo "test/suites.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -357,4 +363,7 @@ fi
 # The portable engine: its installs (pg_tle, SQL file, pg_cron) and the
 # contract suites against it.
 source test/portable.sh
+
+# Citus: the proofs on a coordinator and two workers, both engines.
+source test/citus.sh
 exit 0

@@ -73,18 +73,19 @@ BEGIN
             RETURN false;
         END IF;
         -- Without a retention argument the expiry is looked up here, for a
-        -- new message only (a replay reads no policy and no setting), in
-        -- the insert itself rather than a statement of its own: the
+        -- new message only (a replay reads no policy and no setting): the
         -- consumer's policy (keep_forever, or its retention), else the
-        -- setting (NULL for -1: forever).
+        -- setting (NULL for -1: forever). Before the insert, not in it:
+        -- Citus refuses a subquery in an INSERT.
+        IF expiry IS NULL THEN
+            SELECT CASE WHEN p.keep_forever THEN 'infinity'::timestamptz ELSE clock + p.retention END
+              INTO expiry
+              FROM idem.scope_policy p
+             WHERE p.scope = $1 AND (p.keep_forever OR p.retention IS NOT NULL);
+            expiry := COALESCE(expiry, clock + idem.portable_msg_inbox_retention(), 'infinity'::timestamptz);
+        END IF;
         INSERT INTO idem.consumed_message AS m (consumer, message_id, message_hash, consumed_at, expires_at)
-        VALUES ($1, $2, $3, clock,
-                COALESCE(expiry,
-                         (SELECT CASE WHEN p.keep_forever THEN 'infinity'::timestamptz ELSE clock + p.retention END
-                            FROM idem.scope_policy p
-                           WHERE p.scope = $1 AND (p.keep_forever OR p.retention IS NOT NULL)),
-                         clock + idem.portable_msg_inbox_retention(),
-                         'infinity'::timestamptz))
+        VALUES ($1, $2, $3, clock, expiry)
         ON CONFLICT ON CONSTRAINT consumed_message_pkey DO UPDATE
         SET message_hash = excluded.message_hash,
             consumed_at = excluded.consumed_at,

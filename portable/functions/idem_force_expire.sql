@@ -21,7 +21,12 @@ BEGIN
            locked_until = CASE WHEN r.status = 'processing' THEN NULL ELSE r.locked_until END,
            finished_at = CASE WHEN r.status = 'processing' THEN now ELSE r.finished_at END,
            updated_at = now,
-           expires_at = LEAST(r.expires_at, GREATEST(now, r.created_at + interval '1 microsecond'))
+           -- created_at plus one microsecond in UTC: the same instant, by
+           -- IMMUTABLE functions (Citus refuses timestamptz + interval, a
+           -- STABLE one, on a column in an UPDATE).
+           expires_at = LEAST(r.expires_at,
+                              GREATEST(now, ((r.created_at AT TIME ZONE 'UTC') + interval '1 microsecond')
+                                            AT TIME ZONE 'UTC'))
      WHERE r.scope = force_expire.scope AND r.key = force_expire.key
        AND (r.status <> 'processing' OR force_expire.force)
     RETURNING r.* INTO changed;

@@ -11,14 +11,17 @@ DECLARE
     event_status text;
     event_scope text;
     state text;
+    published timestamptz;
 BEGIN
     SELECT e.scope INTO event_scope FROM idem.outbox_event e WHERE e.id = $1;
     IF FOUND THEN
         PERFORM idem.portable_check_scope_owner(event_scope);
     END IF;
+    -- Read before the UPDATE: Citus refuses a VOLATILE function in its SET.
+    published := pg_catalog.clock_timestamp();
     UPDATE idem.outbox_event e
        SET status = 'published'::idem.outbox_status,
-           published_at = pg_catalog.clock_timestamp(),
+           published_at = published,
            leased_until = NULL,
            lease_fence = NULL,
            last_error = NULL

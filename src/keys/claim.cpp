@@ -8,6 +8,7 @@
 
 #include "pg/guard.hpp"
 #include "pure/errors.hpp"
+#include "keys/fence.hpp"
 #include "keys/key_probe.hpp"
 #include "pg/catalog_cache.hpp"
 #include "policy/scope_owner.hpp"
@@ -95,18 +96,9 @@ void note_observation(SeenRow *row, Status status) {
   row->observed.expired = true_and_not_null(*row, col_expired);
 }
 
-// The status a claim statement returned as text.
-Status status_of_text(const SeenRow &row) {
-  // The four labels are short; a longer one is none of them.
-  char label[32] = "";
-  if (!row.nulls[col_status - 1])
-    text_to_cstring_buffer(DatumGetTextPP(column(row, col_status)), label, sizeof label);
-  Status status;
-  if (!parse_status(label, &status)) raise_unclassifiable_status(label);
-  return status;
-}
-
-// The status labels' OIDs as the probe reads them, each learnt at its first
+// The status labels' OIDs as the probe and the claim statements read them
+// (the statements return the enum: Citus refuses enum_out, which is STABLE,
+// in a RETURNING), each learnt at its first
 // sight from enum_out and kept per backend, so a replay looks up no label.
 // Forgotten when pg_enum changes (catalog_cache::enum_changes): a re-created
 // type has new OIDs, and an OID is never matched against labels of a type
@@ -137,7 +129,8 @@ Status status_of_label(Oid label) {
 
 void read_first_row(const SpiSession *session, SeenRow *row) {
   spi_copy_row(session, 0, claim_row_columns, row->values, row->nulls);
-  note_observation(row, status_of_text(*row));
+  if (row->nulls[col_status - 1]) raise_unclassifiable_status("");
+  note_observation(row, status_of_label(DatumGetObjectId(column(*row, col_status))));
 }
 
 // The columns the probe reads, and where each goes in a SeenRow: the row as
@@ -174,8 +167,9 @@ bool probe_claim_row(const ClaimRequest *request, MemoryContext into, SeenRow *r
   bool found = probe_by_key(
       catalog_cache::IdemRelation::key_table, catalog_cache::IdemRelation::key_table_pkey,
       DatumGetTextPP(params[claim_scope]), DatumGetTextPP(params[claim_key]),
-      request->key_table_has_binding ? probed_count : probed_count - 1, probed_columns, into,
-      values, nulls);
+      request->key_table_has_binding ? probed_count : probed_count - 1, probed_columns,
+      for_key_table(Statement::probe_claim_row, request->key_table_has_binding), into, values,
+      nulls);
   if (!found) return false;
   TimestampTz now = DatumGetTimestampTz(params[claim_now]);
   row->values[col_inserted - 1] = BoolGetDatum(false);
@@ -366,6 +360,8 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
   nulls[claim_seen_status] = 'n';
   params[claim_dead_session] = Datum(0);
   nulls[claim_dead_session] = 'n';
+  params[claim_new_fence] = Datum(0);
+  nulls[claim_new_fence] = 'n';
   answer->bound_session_ended = false;
 
   bool has_binding = request->key_table_has_binding;
@@ -447,6 +443,12 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
         nulls[claim_seen_status] = ' ';
         params[claim_dead_session] = ended ? column(row, col_bound_session) : Datum(0);
         nulls[claim_dead_session] = ended ? ' ' : 'n';
+        // Drawn for this write only: one that matches nothing looks again,
+        // and the next write draws its own.
+        if (write != Statement::claim_give_up) {
+          params[claim_new_fence] = Int64GetDatum(fence_above(DatumGetInt64(column(row, col_fence))));
+          nulls[claim_new_fence] = ' ';
+        }
         answer->bound_session_ended = ended;
         continue;
       }

@@ -1,6 +1,8 @@
 // Key probes (key_probe.hpp).
 #include "keys/key_probe.hpp"
 
+#include "pg/citus.hpp"
+#include "pg/spi_session.hpp"
 #include "pure/errors.hpp"
 
 namespace idem {
@@ -113,11 +115,34 @@ ResolvedProbe resolve(IdemRelation table, IdemRelation key_index, const char *co
   return probe;
 }
 
+// The probe where the table is Citus's: the kept SELECT through SPI, its
+// copies made in `into`.
+bool probe_through_spi(Statement statement, const text *first, const text *second,
+                       int column_count, MemoryContext into, Datum values[], bool nulls[]) {
+  MemoryContext previous = MemoryContextSwitchTo(into);
+  SpiSession session;
+  spi_connect(&session);
+  Datum params[key_columns] = {PointerGetDatum(first), PointerGetDatum(second)};
+  uint64 rows = spi_run(&session, statement, params, nullptr);
+  if (rows > 1)
+    ereport(ERROR, (errcode_of(sqlstate::internal),
+                    errmsg("a key probe found more than one row for a key"),
+                    errdetail_not_ours()));
+  for (uint64 i = 0; i < rows; ++i)
+    for (int column = 0; column < column_count; ++column)
+      values[column] = spi_copy_datum(&session, 0, column + 1, &nulls[column]);
+  spi_finish(&session);
+  MemoryContextSwitchTo(previous);
+  return rows == 1;
+}
+
 }  // namespace
 
 bool probe_by_key(IdemRelation table, IdemRelation key_index, const text *first,
                   const text *second, int column_count, const char *const columns[],
-                  MemoryContext into, Datum values[], bool nulls[]) {
+                  Statement on_citus, MemoryContext into, Datum values[], bool nulls[]) {
+  if (citus::is_citus_table(table))
+    return probe_through_spi(on_citus, first, second, column_count, into, values, nulls);
   // A cached resolution holds until an invalidation drops it; locking the
   // table processes those that arrived, so the entry is looked up again once
   // the table is open. A cached table dropped since is not an error here:

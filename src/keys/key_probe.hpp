@@ -15,6 +15,7 @@
 
 #include "pg/catalog_cache.hpp"
 #include "pg/pg.hpp"
+#include "pure/statement_text.hpp"
 
 namespace idem {
 
@@ -23,10 +24,16 @@ namespace idem {
 // and nulls[i] for each of the `column_count` columns named in `columns`,
 // copied into `into` (the caller's context: a caller connected to SPI passes
 // its session's caller_context, which outlives spi_finish).
+//
+// Where `table` is a Citus table (pg/citus.hpp) the relation on this node is
+// an empty shell: the row is read instead by `on_citus`, a kept SELECT of
+// the same columns, in the same order, by the same two-column key ($1, $2),
+// which Citus routes to the shard that holds the key (on this node when the
+// call was delegated there).
 bool probe_by_key(catalog_cache::IdemRelation table, catalog_cache::IdemRelation key_index,
                   const text *first, const text *second, int column_count,
-                  const char *const columns[], MemoryContext into, Datum values[],
-                  bool nulls[]);
+                  const char *const columns[], Statement on_citus, MemoryContext into,
+                  Datum values[], bool nulls[]);
 
 // Whether two texts are the same bytes: how a probed key or hash column is
 // compared with the caller's (the key columns use the database's default

@@ -83,7 +83,7 @@ RowSummary summarize_row(const SpiSession *session, int status_column, int fence
                           "anyway.")));
 }
 
-// Runs evict or force_expire; returns the row as it now is (or was, evicted).
+// Runs evict; returns the row as it was.
 Datum run_tool(FunctionCallInfo fcinfo, const char *tool, Statement statement,
                const char *done) {
   text *scope;
@@ -137,8 +137,38 @@ Datum evict_key(FunctionCallInfo fcinfo) {
   return run_tool(fcinfo, "evict", Statement::evict_key, "deleted");
 }
 
+// force_expire: the key's created_at read first (key_created_at, the
+// statement says why), then the write for that created_at; a key created
+// again in between is read again.
+constexpr int force_expire_reads = 3;
+
 Datum force_expire_key(FunctionCallInfo fcinfo) {
-  return run_tool(fcinfo, "force_expire", Statement::force_expire_key, "expired");
+  text *scope;
+  text *key;
+  KeyName name;
+  require_scope_and_key(fcinfo, &scope, &key, &name);
+  bool force = require_bool(fcinfo, 2, "force", name);
+  Datum params[6] = {PointerGetDatum(scope), PointerGetDatum(key), BoolGetDatum(force),
+                     TimestampTzGetDatum(GetCurrentTimestamp()), Datum(0), Datum(0)};
+  SpiSession session;
+  spi_connect(&session);
+  uint64 rows = 0;
+  for (int read = 0; read < force_expire_reads && rows == 0; ++read) {
+    if (spi_run(&session, Statement::key_created_at, params, nullptr) == 0) break;
+    bool isnull;
+    TimestampTz created_at = DatumGetTimestampTz(spi_copy_datum(&session, 0, 1, &isnull));
+    params[4] = TimestampTzGetDatum(created_at + 1);  // one microsecond later
+    params[5] = TimestampTzGetDatum(created_at);
+    rows = spi_run(&session, Statement::force_expire_key, params, nullptr);
+  }
+  if (rows == 0) refuse(&session, "force_expire", name, params);
+  RowSummary changed = summarize_row(&session, tool_status, tool_fence);
+  bool isnull;
+  Datum result = spi_copy_datum(&session, 0, tool_row, &isnull);
+  spi_finish(&session);
+  log_tool_use("force_expire", name,
+               psprintf("expired (%s%s)", changed.text, force ? ", forced" : ""));
+  return result;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "waits/session_binding.hpp"
 #include "base/stats.hpp"
 #include "pg/catalog_cache.hpp"
+#include "pg/citus.hpp"
 
 extern "C" {
 #include "access/tableam.h"
@@ -33,6 +34,68 @@ bool has_delete_triggers(Relation rel) {
           triggers->trig_delete_after_statement);
 }
 
+// The relations a key stage maintains on this node (docs/internals.md, "On
+// Citus"): the key table itself, except where it is a Citus table; there
+// its shards on this node, each read and written by name (none on a node
+// that holds none, the coordinator). A batch never reads row addresses in
+// one relation and writes at them in another: each statement names one.
+constexpr char key_table_name[] = "idem.idempotency_request";
+
+constexpr char policy_table_name[] = "idem.scope_policy";
+
+struct KeyRelations {
+  Oid table;     // the key table (InvalidOid: missing, which its statements report)
+  int count;
+  Oid *relations;
+  // The shard of the reference table idem.scope_policy on this node, read in
+  // its place beside a key shard (a join of a shard with the reference
+  // table itself is Citus's to plan, and it refuses one that writes by
+  // ctid); InvalidOid where it is not a Citus table.
+  Oid policy_shard;
+};
+
+// The shards of `table` that this node holds, by local_shards.
+uint64 local_shards(SpiSession *session, Oid table, Oid **shards) {
+  Datum argument = ObjectIdGetDatum(table);
+  uint64 found = spi_run(session, Statement::local_shards, &argument, nullptr);
+  *shards = static_cast<Oid *>(palloc(sizeof(Oid) * (found == 0 ? 1 : found)));
+  uint64 count = 0;
+  for (uint64 i = 0; i < found; ++i) {
+    bool isnull;
+    Datum shard = spi_copy_datum(session, i, 1, &isnull);
+    if (!isnull) (*shards)[count++] = DatumGetObjectId(shard);
+  }
+  return count;
+}
+
+KeyRelations key_relations(SpiSession *session) {
+  using catalog_cache::IdemRelation;
+  KeyRelations found = {catalog_cache::relation_oid(IdemRelation::key_table), 1, nullptr,
+                        InvalidOid};
+  if (!OidIsValid(found.table) || !citus::is_citus_table(IdemRelation::key_table)) {
+    found.relations = static_cast<Oid *>(palloc(sizeof(Oid)));
+    found.relations[0] = found.table;
+    return found;
+  }
+  found.count = static_cast<int>(local_shards(session, found.table, &found.relations));
+  Oid policy = catalog_cache::relation_oid(IdemRelation::scope_policy);
+  Oid *policy_shards;
+  if (OidIsValid(policy) && citus::is_citus_table(IdemRelation::scope_policy) &&
+      local_shards(session, policy, &policy_shards) > 0)
+    found.policy_shard = policy_shards[0];
+  return found;
+}
+
+// A key statement on one of the relations: the kept plan for the table
+// itself, else the statement read on the shard.
+uint64 run_on(SpiSession *session, const KeyRelations &where, Oid relation, Statement statement,
+              Datum *params) {
+  if (relation == where.table) return spi_run(session, statement, params, nullptr);
+  OnRelation names[2] = {{key_table_name, relation}, {policy_table_name, where.policy_shard}};
+  return spi_run_on(session, statement, names, OidIsValid(where.policy_shard) ? 2 : 1, params,
+                    nullptr);
+}
+
 // The purge: read the batch's ctids, then delete each row in place without
 // waiting (table_tuple_delete with wait = false). A row that a live
 // transaction holds or changed since the read is skipped, which is what
@@ -41,18 +104,24 @@ bool has_delete_triggers(Relation rel) {
 // instead of two. A row updated since the read (a claim took the key over)
 // is another version; the one read is no longer deleted. Triggers, which this
 // path would bypass, send the batch through a plain SQL DELETE instead.
-uint64 purge_batch(SpiSession *session, Datum *params, bool in_scope) {
-  RangeVar *name = makeRangeVar(const_cast<char *>("idem"),
-                                const_cast<char *>("idempotency_request"), -1);
-  Relation rel = table_openrv(name, RowExclusiveLock);
+uint64 purge_batch(SpiSession *session, Datum *params, bool in_scope, const KeyRelations &where,
+                   Oid relation) {
+  Relation rel;
+  if (relation == where.table) {
+    RangeVar *name = makeRangeVar(const_cast<char *>("idem"),
+                                  const_cast<char *>("idempotency_request"), -1);
+    rel = table_openrv(name, RowExclusiveLock);
+  } else {
+    rel = table_open(relation, RowExclusiveLock);
+  }
   if (has_delete_triggers(rel)) {
     table_close(rel, NoLock);
-    return spi_run(session, in_scope ? Statement::purge_expired_in_scope : Statement::purge_expired,
-                   params, nullptr);
+    return run_on(session, where, relation,
+                  in_scope ? Statement::purge_expired_in_scope : Statement::purge_expired, params);
   }
-  uint64 found = spi_run(
-      session, in_scope ? Statement::purge_candidates_in_scope : Statement::purge_candidates,
-      params, nullptr);
+  uint64 found = run_on(session, where, relation,
+                        in_scope ? Statement::purge_candidates_in_scope : Statement::purge_candidates,
+                        params);
   CommandId command = GetCurrentCommandId(true);
   backend_writes::note();
   uint64 deleted = 0;
@@ -98,9 +167,10 @@ uint64 purge_batch(SpiSession *session, Datum *params, bool in_scope) {
 // batch), read the registry with every candidate locked, and mark only the
 // rows still stale then. The row locks keep each row as it was judged until
 // this transaction ends.
-uint64 sweep_bound_batch(SpiSession *session, Datum *params, bool in_scope) {
-  uint64 found = spi_run(session, in_scope ? Statement::sweep_stale_in_scope : Statement::sweep_stale,
-                         params, nullptr);
+uint64 sweep_bound_batch(SpiSession *session, Datum *params, bool in_scope,
+                         const KeyRelations &where, Oid relation) {
+  uint64 found = run_on(session, where, relation,
+                        in_scope ? Statement::sweep_stale_in_scope : Statement::sweep_stale, params);
   if (found == 0) return 0;
   Datum *stale = static_cast<Datum *>(palloc(sizeof(Datum) * found));
   ItemPointerData *tids = static_cast<ItemPointerData *>(palloc(sizeof(ItemPointerData) * found));
@@ -119,7 +189,36 @@ uint64 sweep_bound_batch(SpiSession *session, Datum *params, bool in_scope) {
   Datum rows[2] = {params[0], PointerGetDatum(construct_array(stale, count, TIDOID,
                                                               sizeof(ItemPointerData), false,
                                                               TYPALIGN_SHORT))};
-  return spi_run(session, Statement::sweep_rows, rows, nullptr);
+  return run_on(session, where, relation, Statement::sweep_rows, rows);
+}
+
+// One key stage's batch on one relation, of at most `limit` rows (params[1]).
+uint64 key_batch_on(SpiSession *session, Statement statement, Datum *params, bool in_scope,
+                    const KeyRelations &where, Oid relation) {
+  if (statement == Statement::purge_expired)
+    return purge_batch(session, params, in_scope, where, relation);
+  if (catalog_cache::key_table_has_binding())
+    return sweep_bound_batch(session, params, in_scope, where, relation);
+  return run_on(session, where, relation,
+                in_scope ? Statement::sweep_stale_10_in_scope : Statement::sweep_stale_10, params);
+}
+
+// The batch over every relation of the key table on this node, in turn, up
+// to `limit` rows in all: a batch comes back short only when every relation
+// had less than its share, as on one table.
+uint64 key_batch(SpiSession *session, Statement statement, Datum *params, bool in_scope,
+                 int32 limit) {
+  KeyRelations where = key_relations(session);
+  uint64 total = 0;
+  for (int i = 0; i < where.count && total < static_cast<uint64>(limit); ++i) {
+    params[1] = Int32GetDatum(limit - static_cast<int32>(total));
+    total += key_batch_on(session, statement, params, in_scope, where, where.relations[i]);
+  }
+  return total;
+}
+
+int compare_scopes(const ListCell *a, const ListCell *b) {
+  return strcmp(static_cast<const char *>(lfirst(a)), static_cast<const char *>(lfirst(b)));
 }
 
 }  // namespace
@@ -140,17 +239,41 @@ void require_writable_for_maintenance(Statement statement) {
   PreventCommandDuringRecovery(what);
 }
 
+// idem.purge_consumed's batch where the inbox is a Citus table: on each of
+// its shards this node holds, up to `limit` rows in all.
+uint64 purge_consumed_on_shards(SpiSession *session, Datum *params, int32 limit) {
+  Oid *shards;
+  uint64 count = local_shards(
+      session, catalog_cache::relation_oid(catalog_cache::IdemRelation::consumed_message), &shards);
+  uint64 total = 0;
+  for (uint64 i = 0; i < count && total < static_cast<uint64>(limit); ++i) {
+    params[1] = Int32GetDatum(limit - static_cast<int32>(total));
+    OnRelation names[1] = {{"idem.consumed_message", shards[i]}};
+    total += spi_run_on(session, Statement::purge_consumed_on_shard, names, 1, params, nullptr);
+  }
+  return total;
+}
+
+uint64 run_on_key_relations(SpiSession *session, Statement statement, Datum *params,
+                            int32 limit) {
+  KeyRelations where = key_relations(session);
+  uint64 total = 0;
+  for (int i = 0; i < where.count && total < static_cast<uint64>(limit); ++i) {
+    params[1] = Int32GetDatum(limit - static_cast<int32>(total));
+    total += run_on(session, where, where.relations[i], statement, params);
+  }
+  return total;
+}
+
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit) {
   require_writable_for_maintenance(statement);
   // The sweep also ends the keys of bound sessions that ended (session_binding.hpp).
   Datum params[3] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit),
                      statement == Statement::sweep_stale ? session_binding::live_tokens_array()
                                                          : Datum(0)};
-  if (statement == Statement::purge_expired) return purge_batch(session, params, false);
-  bool has_binding = catalog_cache::key_table_has_binding();
-  if (statement == Statement::sweep_stale && has_binding)
-    return sweep_bound_batch(session, params, false);
-  return spi_run(session, for_key_table(statement, has_binding), params, nullptr);
+  if (statement == Statement::purge_expired || statement == Statement::sweep_stale)
+    return key_batch(session, statement, params, false, limit);
+  return spi_run(session, statement, params, nullptr);
 }
 
 uint64 run_maintenance_batch_in_scope(SpiSession *session, Statement statement, int32 limit,
@@ -161,23 +284,38 @@ uint64 run_maintenance_batch_in_scope(SpiSession *session, Statement statement, 
   Datum name = CStringGetTextDatum(scope);
   if (statement == Statement::purge_expired) {
     Datum params[3] = {now, Int32GetDatum(limit), name};
-    return purge_batch(session, params, true);
+    return key_batch(session, statement, params, true, limit);
   }
   Datum params[4] = {now, Int32GetDatum(limit), session_binding::live_tokens_array(), name};
-  if (catalog_cache::key_table_has_binding()) return sweep_bound_batch(session, params, true);
-  return spi_run(session, Statement::sweep_stale_10_in_scope, params, nullptr);
+  return key_batch(session, statement, params, true, limit);
 }
 
 uint64 scopes_with_work(SpiSession *session, Statement statement, char ***scopes) {
   Datum now = TimestampTzGetDatum(GetCurrentTimestamp());
-  uint64 found = spi_run(session, statement == Statement::sweep_stale ? Statement::scopes_to_sweep
-                                                                       : Statement::scopes_to_purge,
-                         &now, nullptr);
+  Statement scopes_statement =
+      statement == Statement::sweep_stale ? Statement::scopes_to_sweep : Statement::scopes_to_purge;
+  KeyRelations where = key_relations(session);
   // In the caller's context, as spi_copy_text's copies: SPI frees its own at spi_finish.
-  *scopes = static_cast<char **>(
-      MemoryContextAlloc(session->caller_context, sizeof(char *) * (found == 0 ? 1 : found)));
-  for (uint64 i = 0; i < found; ++i) (*scopes)[i] = spi_copy_text(session, i, 1);
-  return found;
+  List *names = NIL;
+  for (int i = 0; i < where.count; ++i) {
+    uint64 found = run_on(session, where, where.relations[i], scopes_statement, &now);
+    MemoryContext previous = MemoryContextSwitchTo(session->caller_context);
+    for (uint64 row = 0; row < found; ++row) names = lappend(names, spi_copy_text(session, row, 1));
+    MemoryContextSwitchTo(previous);
+  }
+  // Shards list their scopes each, in the statement's order ("C"): merged,
+  // without repeats, in that order again.
+  if (where.count > 1) list_sort(names, compare_scopes);
+  uint64 count = 0;
+  *scopes = static_cast<char **>(MemoryContextAlloc(
+      session->caller_context, sizeof(char *) * (names == NIL ? 1 : list_length(names))));
+  ListCell *cell;
+  foreach (cell, names) {
+    char *scope = static_cast<char *>(lfirst(cell));
+    if (count > 0 && strcmp((*scopes)[count - 1], scope) == 0) continue;
+    (*scopes)[count++] = scope;
+  }
+  return count;
 }
 
 void count_maintenance_rows(Statement statement, uint64 rows) {

@@ -14,6 +14,17 @@ namespace idem {
 // backlog is done (for now). May raise an error.
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit);
 
+// A statement that writes key rows in a batch ($2: its limit, set here in
+// params[1]) over every relation of the key table on this node in turn, up
+// to `limit` rows in all: the table itself, or on Citus its shards here
+// (docs/internals.md, "On Citus"). Returns the rows it processed.
+uint64 run_on_key_relations(SpiSession *session, Statement statement, Datum *params, int32 limit);
+
+// idem.purge_consumed's batch where the inbox is a Citus table
+// (citus::is_citus_table): on each shard of it this node holds, up to
+// `limit` rows in all; params as the message purges take them.
+uint64 purge_consumed_on_shards(SpiSession *session, Datum *params, int32 limit);
+
 // The same, for the keys of one scope only: how a worker round goes on when
 // a batch over all scopes failed (worker.cpp). Only the key stages
 // (Statement::sweep_stale, Statement::purge_expired) have this form.

@@ -118,7 +118,8 @@ Datum consume_once(FunctionCallInfo fcinfo) {
     bool stored_null[2];
     bool found = probe_by_key(catalog_cache::IdemRelation::consumed_message,
                               catalog_cache::IdemRelation::consumed_message_pkey, consumer,
-                              message_id, 2, probed_columns, session.caller_context, stored,
+                              message_id, 2, probed_columns, Statement::probe_consumed_row,
+                              session.caller_context, stored,
                               stored_null);
     if (found && !stored_null[1] && DatumGetTimestampTz(stored[1]) > now) {
       if (session.connected) spi_finish(&session);

@@ -1,6 +1,8 @@
 #include "messages/message_maintenance.hpp"
 
 #include "keys/maintenance.hpp"
+#include "pg/catalog_cache.hpp"
+#include "pg/citus.hpp"
 #include "pg/settings.hpp"
 
 namespace idem {
@@ -27,6 +29,11 @@ bool is_message_purge(Statement statement) {
 uint64 run_message_purge_batch(SpiSession *session, Statement statement, int32 limit) {
   require_writable_for_maintenance(statement);
   Datum params[3] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit), Datum(0)};
+  // The SQL function would read the whole distributed inbox FOR UPDATE,
+  // which Citus refuses: its batch runs on this node's shards instead.
+  if (statement == Statement::purge_consumed &&
+      citus::is_citus_table(catalog_cache::IdemRelation::consumed_message))
+    return purge_consumed_on_shards(session, params, limit);
   (void)spi_run(session, statement, params, nullptr);
   bool isnull;
   int64 deleted = spi_int64(session, 0, 1, &isnull);

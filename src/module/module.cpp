@@ -16,7 +16,7 @@ extern "C" {
 
 // The library's version: that of the newest extension script it serves
 // (sql/idem--*.sql, idem.control's default_version once released).
-IDEM_MODULE_MAGIC("1.2");
+IDEM_MODULE_MAGIC("1.3");
 
 PGDLLEXPORT void _PG_init(void);
 

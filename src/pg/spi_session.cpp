@@ -61,6 +61,16 @@ uint64 spi_run(SpiSession *session, Statement statement, Datum *values, const ch
   return SPI_processed;
 }
 
+uint64 spi_run_on(SpiSession *session, Statement statement, const OnRelation *names, int count,
+                  Datum *values, const char *nulls) {
+  if (!session->connected) raise_misuse("a statement run after spi_finish");
+  KeptStatement prepared = statement_on_relation(statement, names, count);
+  if (statement_run_hook != nullptr) statement_run_hook();
+  int code = SPI_execute_plan(prepared.plan, values, nulls, false, 0);
+  if (code != prepared.expected_result) raise_spi_failure("SPI_execute_plan", code);
+  return SPI_processed;
+}
+
 uint64 spi_run_latest(SpiSession *session, Statement statement, Datum *values,
                       const char *nulls) {
   if (!session->connected) raise_misuse("a statement run after spi_finish");

@@ -51,6 +51,11 @@ void set_statement_run_hook(StatementRunHook hook);
 // RETURNING). Each run replaces the previous result.
 uint64 spi_run(SpiSession *session, Statement statement, Datum *values, const char *nulls);
 
+// The same on shards (statement_on_relation, statements.hpp): the
+// statement reads each names[i].relation wherever it names names[i].table.
+uint64 spi_run_on(SpiSession *session, Statement statement, const OnRelation *names, int count,
+                  Datum *values, const char *nulls);
+
 // The same for a read-only statement, under a snapshot taken now instead of
 // the transaction's: it sees what was committed until now even inside a
 // REPEATABLE READ transaction whose snapshot is older (scope_policy.cpp).

@@ -61,7 +61,60 @@ SPIPlanPtr plan_for(Statement statement) {
   return kept_plans[index];
 }
 
+bool identifier_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == '"';
+}
+
+// sql with each whole-word occurrence of table replaced by replacement;
+// *replaced counts them.
+char *replace_table(const char *sql, const char *table, const char *replacement, int *replaced) {
+  StringInfoData out;
+  initStringInfo(&out);
+  size_t length = strlen(table);
+  *replaced = 0;
+  for (const char *at = sql; *at != '\0';) {
+    bool starts = at == sql || !identifier_char(at[-1]);
+    if (starts && strncmp(at, table, length) == 0 && !identifier_char(at[length])) {
+      appendStringInfoString(&out, replacement);
+      at += length;
+      ++*replaced;
+    } else {
+      appendStringInfoChar(&out, *at++);
+    }
+  }
+  return out.data;
+}
+
+const char *qualified_name(Oid relation) {
+  char *name = get_rel_name(relation);
+  Oid namespace_oid = get_rel_namespace(relation);
+  if (name == nullptr || !OidIsValid(namespace_oid))
+    ereport(ERROR, (errcode_of(sqlstate::internal),
+                    errmsg("idem: relation %u to maintain is gone", relation)));
+  return quote_qualified_identifier(get_namespace_name(namespace_oid), name);
+}
+
 }  // namespace
+
+KeptStatement statement_on_relation(Statement statement, const OnRelation *names, int count) {
+  const StatementText &declared = statement_text(statement);
+  const char *sql = declared.sql;
+  for (int i = 0; i < count; ++i) {
+    int replaced;
+    sql = replace_table(sql, names[i].table, qualified_name(names[i].relation), &replaced);
+    if (i == 0 && replaced == 0)
+      ereport(ERROR, (errcode_of(sqlstate::internal),
+                      errmsg("idem: statement %s run on a shard does not name %s", declared.name,
+                             names[i].table),
+                      errhint("This is a bug in idem; please report it.")));
+  }
+  Oid argtypes[max_statement_args];
+  for (int i = 0; i < declared.args.count; ++i) argtypes[i] = type_oid(declared.args.types[i]);
+  SPIPlanPtr plan = SPI_prepare(sql, declared.args.count, argtypes);
+  if (plan == nullptr) raise_spi_failure("SPI_prepare", SPI_result);
+  return KeptStatement{plan, spi_ok_code(declared.result)};
+}
 
 void raise_spi_failure(const char *what, int code, SourceLocation where) {
   IDEM_EREPORT_AT(where, (errcode_of(sqlstate::internal), errmsg("idem: %s failed", what),

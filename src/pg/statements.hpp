@@ -25,6 +25,20 @@ IDEM_LONGJMP_SAFE(KeptStatement);
 // connected: spi_session.hpp runs it) and keeps the plan.
 KeptStatement kept_statement(Statement statement);
 
+// A table of idem's (a qualified name such as idem.idempotency_request) and
+// the relation a statement reads in its place: one of its shards, by OID.
+struct OnRelation {
+  const char *table;
+  Oid relation;
+};
+
+// The statement with every whole-word name of each `names[i].table` read as
+// its relation instead (the first must occur, the others may), prepared for
+// this SPI connection only: a shard's plan is not kept, as shards come and
+// go with moves (docs/internals.md, "On Citus"). SPI must be connected;
+// SPI_finish frees the plan.
+KeptStatement statement_on_relation(Statement statement, const OnRelation *names, int count);
+
 // Raises the internal error for an SPI call that returned an unexpected
 // code, with the caller as its LOCATION.
 [[noreturn]] void raise_spi_failure(const char *what, int code,

@@ -23,13 +23,14 @@ enum ClaimParam {
   claim_seen_status,
   claim_bound_session,  // this session's token when idem.bind_lock_to_session is on
   claim_dead_session,   // the dead session the observed row was bound to, or NULL
+  claim_new_fence,      // a takeover's or new generation's fence (keys/fence.hpp)
   claim_param_count,
 };
 
 // ClaimParam's types, for every statement that runs a claim's write
 // (statement_text.cpp checks that there is one per ClaimParam).
 #define IDEM_CLAIM_ARGS \
-  (text, text, text, text, timestamptz, interval, interval, int8, text, int8, int8)
+  (text, text, text, text, timestamptz, interval, interval, int8, text, int8, int8, int8)
 
 // Columns of the claim statements' result rows.
 enum ClaimColumn {
@@ -74,7 +75,7 @@ enum SqlType : unsigned char {
 };
 }  // namespace sql_type
 
-constexpr int max_statement_args = 11;
+constexpr int max_statement_args = 12;
 
 struct ArgTypes {
   int count;

@@ -10,6 +10,7 @@
 // code of the completer's ever runs in the worker's session.
 #include "worker/completer.hpp"
 
+#include "keys/maintenance.hpp"
 #include "pg/catalog_cache.hpp"
 #include "worker/completer_launch.hpp"
 #include "pg/guard.hpp"
@@ -59,7 +60,7 @@ int64 exhaust_attempts(int32 limit) {
       Datum params[2] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit)};
       SpiSession session;
       spi_connect(&session);
-      uint64 changed = spi_run(&session, Statement::exhaust_attempts, params, nullptr);
+      uint64 changed = run_on_key_relations(&session, Statement::exhaust_attempts, params, limit);
       spi_finish(&session);
       return Int64GetDatum(static_cast<int64>(changed));
     }));

@@ -18,6 +18,7 @@
 // completers inside this one's run.
 #include "worker/completer_call.hpp"
 
+#include "keys/maintenance.hpp"
 #include "pg/catalog_cache.hpp"
 #include "worker/completer_launch.hpp"
 #include "policy/scope_owner.hpp"
@@ -53,7 +54,7 @@ uint64 exhaust_attempts(SpiSession *session, int32 limit, int max_batches, bool 
   uint64 total = 0;
   for (int batch = 0; batch < max_batches; ++batch) {
     Datum params[2] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit)};
-    uint64 rows = spi_run(session, Statement::exhaust_attempts, params, nullptr);
+    uint64 rows = run_on_key_relations(session, Statement::exhaust_attempts, params, limit);
     total += rows;
     if (rows < static_cast<uint64>(limit)) return total;
   }

@@ -1,5 +1,5 @@
-# ALTER EXTENSION idem UPDATE from the released 1.0 (through 1.1 to 1.2,
-# the default version) and from 1.1: keys in every status
+# ALTER EXTENSION idem UPDATE from the released 1.0 (through 1.1 and 1.2 to
+# 1.3, the default version), from 1.1 and from 1.2: keys in every status
 # survive it unchanged and keep working (replays answer the same bytes, fences
 # keep rising, owners complete their keys); the one CHECK of 1.1 refuses what
 # 1.0's thirteen refused, naming the same rule; a fresh install and an
@@ -42,16 +42,20 @@ sub install_1_0 {
 		"$db: idem installed at 1.0");
 }
 
-# 1.0 -> 1.1 -> 1.2, one step at a time, then UPDATE to the default: nothing left.
+# 1.0 -> 1.1 -> 1.2 -> 1.3, one step at a time, then UPDATE to the default:
+# nothing left.
 sub update_idem {
 	my ($db) = @_;
 	sql($db, q{ALTER EXTENSION idem UPDATE TO '1.1'});
 	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.1',
 		"$db: idem updated to 1.1");
 	sql($db, q{ALTER EXTENSION idem UPDATE TO '1.2'});
-	sql($db, 'ALTER EXTENSION idem UPDATE');
 	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.2',
 		"$db: idem updated to 1.2");
+	sql($db, q{ALTER EXTENSION idem UPDATE TO '1.3'});
+	sql($db, 'ALTER EXTENSION idem UPDATE');
+	is(sql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.3',
+		"$db: idem updated to 1.3");
 }
 
 # EXECUTE on every call a tenant makes, for $role ($db's functions as they
@@ -380,7 +384,7 @@ is($mismatches, 0, "1.0's constraints and 1.1's function refuse the same rows an
 ok($accepted >= 300 && $tried - $accepted >= 300, 'the sample holds both accepted and refused rows');
 is($named, join(',', sort @rules_1_0), 'every one of the thirteen rules was seen broken');
 
-# ---- the schema: a fresh install (1.2) and updated ones are the same ----
+# ---- the schema: a fresh install (1.3) and updated ones are the same ----
 # pg_dump --binary-upgrade writes out each member of the extension (a plain
 # dump writes only CREATE EXTENSION); OIDs and xids are left out.
 create_database('fresh');
@@ -392,29 +396,38 @@ install_1_0('stepwise');
 my $stats_sql = q{SELECT count(*) || ' ' || (SELECT count(*) FROM pg_attribute
                     WHERE attrelid = 'idem.stats'::regclass AND attnum > 0)
                   FROM idem.stats WHERE datname = current_database()};
-is(sql('stepwise', $stats_sql), '1 19', 'a 1.0 schema reads its 19 columns of idem.stats from the 1.2 library');
+is(sql('stepwise', $stats_sql), '1 19', 'a 1.0 schema reads its 19 columns of idem.stats from the 1.3 library');
 # The same for idem.worker_status: 1.0's and 1.1's eight columns.
 my $status_sql = q{SELECT count(*) || ' ' || (SELECT count(*) FROM pg_attribute
                      WHERE attrelid = 'idem.worker_status'::regclass AND attnum > 0)
                    FROM idem.worker_status};
 like(sql('stepwise', $status_sql), qr/^[1-9][0-9]* 8$/,
-	'a 1.0 schema reads its 8 columns of idem.worker_status from the 1.2 library');
+	'a 1.0 schema reads its 8 columns of idem.worker_status from the 1.3 library');
 update_idem('stepwise');
-# From a 1.1 install, the one update of 1.2.
+# From a 1.1 install, the updates of 1.2 and 1.3 in one command.
 create_database('from_1_1');
 sql('from_1_1', q{CREATE EXTENSION idem VERSION '1.1'});
-is(sql('from_1_1', $stats_sql), '1 30', 'a 1.1 schema reads its 30 columns of idem.stats from the 1.2 library');
+is(sql('from_1_1', $stats_sql), '1 30', 'a 1.1 schema reads its 30 columns of idem.stats from the 1.3 library');
 like(sql('from_1_1', $status_sql), qr/^[1-9][0-9]* 8$/,
-	'a 1.1 schema reads its 8 columns of idem.worker_status from the 1.2 library');
+	'a 1.1 schema reads its 8 columns of idem.worker_status from the 1.3 library');
 sql('from_1_1', 'ALTER EXTENSION idem UPDATE');
 is(sql('from_1_1', $stats_sql), '1 33',
 	'after the update, 33 with messages_purged, events_purged and failed_rounds');
 like(sql('from_1_1', $status_sql), qr/^[1-9][0-9]* 13$/,
 	'and idem.worker_status 13, with failed_rounds, failing_since and the last error');
-is(sql('from_1_1', q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.2',
-	'from_1_1: idem updated from 1.1 to 1.2');
+is(sql('from_1_1', q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.3',
+	'from_1_1: idem updated from 1.1 to 1.3');
+# From a 1.2 install (the released 1.2.0), the one update of 1.3.
+create_database('from_1_2');
+sql('from_1_2', q{CREATE EXTENSION idem VERSION '1.2'});
+is(sql('from_1_2', $stats_sql), '1 33', 'a 1.2 schema reads its 33 columns of idem.stats from the 1.3 library');
+like(sql('from_1_2', $status_sql), qr/^[1-9][0-9]* 13$/,
+	'a 1.2 schema reads its 13 columns of idem.worker_status from the 1.3 library');
+sql('from_1_2', 'ALTER EXTENSION idem UPDATE');
+is(sql('from_1_2', q{SELECT extversion FROM pg_extension WHERE extname = 'idem'}), '1.3',
+	'from_1_2: idem updated from 1.2 to 1.3');
 my %schema;
-for my $d (qw(fresh stepwise from_1_1)) {
+for my $d (qw(fresh stepwise from_1_1 from_1_2)) {
 	my $file = PostgreSQL::Test::Utils::tempdir . "/$d.sql";
 	$node->command_ok([ 'pg_dump', '--binary-upgrade', '--schema-only', '-f', $file, '-d', $d ],
 		"pg_dump --binary-upgrade of $d");
@@ -427,8 +440,9 @@ like($schema{fresh}, qr/CONSTRAINT idempotency_request_invariants CHECK \(idem\.
 	'the dump shows the members (the invariants constraint)');
 is($schema{stepwise}, $schema{fresh}, 'CREATE EXTENSION idem and 1.0 + ALTER EXTENSION UPDATE build the same schema');
 is($schema{from_1_1}, $schema{fresh}, 'CREATE EXTENSION idem and 1.1 + ALTER EXTENSION UPDATE build the same schema');
-# 1.2's storage settings, on a fresh install and on both updates.
-for my $d (qw(fresh stepwise from_1_1)) {
+is($schema{from_1_2}, $schema{fresh}, 'CREATE EXTENSION idem and 1.2 + ALTER EXTENSION UPDATE build the same schema');
+# 1.2's storage settings, on a fresh install and on every update.
+for my $d (qw(fresh stepwise from_1_1 from_1_2)) {
 	is(sql($d, q{SELECT string_agg(relname || ' ' || array_to_string(reloptions, ','), '; ' ORDER BY relname)
 	               FROM pg_class WHERE relnamespace = 'idem'::regnamespace AND reloptions IS NOT NULL}),
 		'consumed_message vacuum_truncate=false; idempotency_request vacuum_truncate=false; outbox_event vacuum_truncate=false',

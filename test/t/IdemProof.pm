@@ -30,7 +30,8 @@ use Exporter 'import';
 
 our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
   storm_client check_storm read_rows_and_effects check_acknowledged fork_child
-  check_relayed ack_log lines_matching poll_until connect_when_up wait_for_exit stop_child);
+  check_relayed ack_log lines_matching poll_until connect_when_up wait_for_exit stop_child check_zombies
+  stalling_owner);
 
 sub now { return Time::HiRes::time(); }
 
@@ -80,10 +81,11 @@ sub check_storm {
 		    FROM idem.idempotency_request WHERE scope = $1}, undef, $scope);
 	Test::More::is($rows,      $keys, "$keys keys exist");
 	Test::More::is($succeeded, $keys, 'every key succeeded');
-	my ($effects, $keys_with_effects, $doubled) = $dbh->selectrow_array(
-		q{SELECT count(*), count(DISTINCT key),
-		         (SELECT count(*) FROM (SELECT key FROM effects GROUP BY key HAVING count(*) > 1) d)
-		    FROM effects});
+	# One statement a count, no subquery in a select list: Citus (test/citus)
+	# cannot run those on distributed tables.
+	my ($effects, $keys_with_effects) = $dbh->selectrow_array(q{SELECT count(*), count(DISTINCT key) FROM effects});
+	my ($doubled) = $dbh->selectrow_array(
+		q{SELECT count(*) FROM (SELECT key FROM effects GROUP BY key HAVING count(*) > 1) d});
 	Test::More::is($effects, $keys, 'exactly one effect per key in total');
 	Test::More::is($doubled, 0,     'no key has two effects');
 	my ($matching) = $dbh->selectrow_array(
@@ -103,6 +105,89 @@ sub check_storm {
 	Test::More::is(scalar(grep { $_ > 1 } values %acked), 0, 'no key was acknowledged as succeeded twice');
 	return { effects => $effects, keys_with_effects => $keys_with_effects, doubled => $doubled,
 		succeeded => $succeeded, wrong => $wrong };
+}
+
+# The zombie run's verdict (102_zombies.pl; test/citus) on the clients'
+# logs and the database: no write of a superseded owner accepted, each
+# refusal a documented P401x, one success per key with its newest fence,
+# one effect per key. Runs Test::More assertions; returns the counts.
+sub check_zombies {
+	my ($dbh, $events, $scope) = @_;
+	# A write is stale when, before it was sent, a claim with a higher fence had
+	# already been acknowledged for the same key.
+	my %claims;
+	push @{ $claims{ $_->[0] } }, { fence => $_->[1], at => $_->[2] } for @{ $events->{C} };
+	my @writes = (
+		(map { { key => $_->[0], fence => $_->[1], at => $_->[2], what => 'checkpoint' } } @{ $events->{R} }),
+		(map { { key => $_->[0], fence => $_->[1], at => $_->[2], what => 'mark_failed' } } @{ $events->{F} }),
+		(map { { key => $_->[0], fence => $_->[1], at => $_->[3], what => 'mark_succeeded' } } @{ $events->{S} }));
+	my @stale_accepted = grep {
+		my $w = $_;
+		grep { $_->{fence} > $w->{fence} && $_->{at} < $w->{at} } @{ $claims{ $w->{key} } };
+	} @writes;
+	Test::More::is(scalar(@stale_accepted), 0, 'no write of a superseded owner was accepted');
+	Test::More::diag("stale write accepted: $_->{what} on $_->{key} with fence $_->{fence}") for @stale_accepted;
+
+	my $refused_stale = grep { $_->[2] eq 'P4012' } @{ $events->{X} };
+	my %refusals;
+	$refusals{ $_->[2] }++ for @{ $events->{X} };
+	Test::More::cmp_ok($refused_stale, '>', 0, 'zombies did try to write after a takeover, and were refused');
+	my $other_refusals = grep { $_->[2] !~ /^P401[0-3]$/ } @{ $events->{X} };
+	Test::More::is($other_refusals, 0, 'every refused owner write carries a documented P401x SQLSTATE');
+
+	# The one accepted success of each key is the newest owner's.
+	my %max_fence;
+	for my $key (keys %claims) {
+		for (@{ $claims{$key} }) { $max_fence{$key} = $_->{fence} if $_->{fence} > ($max_fence{$key} // 0); }
+	}
+	my %succeeded;
+	push @{ $succeeded{ $_->[0] } }, $_->[1] for @{ $events->{S} };
+	my $keys = scalar(keys %claims);
+	Test::More::is(scalar(grep { @{ $succeeded{$_} // [] } != 1 } keys %claims), 0,
+		'every key was acknowledged as succeeded exactly once');
+	Test::More::is(scalar(grep { ($succeeded{$_}[0] // 0) != $max_fence{$_} } keys %claims), 0,
+		'each success was written with the newest fence of its key');
+
+	# One statement a count, as check_storm's.
+	my ($rows, $done) = $dbh->selectrow_array(q{SELECT count(*), count(*) FILTER (WHERE status = 'succeeded')
+		FROM idem.idempotency_request WHERE scope = $1}, undef, $scope);
+	my ($effects) = $dbh->selectrow_array(q{SELECT count(*) FROM effects});
+	my ($doubled) = $dbh->selectrow_array(
+		q{SELECT count(*) FROM (SELECT key FROM effects GROUP BY key HAVING count(*) > 1) d});
+	my ($matching) = $dbh->selectrow_array(q{SELECT count(*) FROM effects e JOIN idem.idempotency_request r
+		USING (scope, key) WHERE r.fence = e.fence AND r.result_ref_id = e.id::text});
+	Test::More::is($rows, $keys, 'every key touched has a row');
+	Test::More::is($done, $keys, 'every key succeeded');
+	Test::More::is($effects, $keys, 'one effect per key in total');
+	Test::More::is($doubled, 0, 'no key has two effects');
+	Test::More::is($matching, $keys, "each key's effect carries the fence of its stored outcome");
+	return { keys => $keys, effects => $effects, doubled => $doubled, refusals => \%refusals,
+		writes => scalar(@writes), stale_accepted => scalar(@stale_accepted) };
+}
+
+# The zombie run's owner (102_zombies.pl; test/citus): owns a key like a
+# client that may freeze (GC pause, slow upstream) for up to 450 ms, more
+# than its lock, before it writes.
+sub stalling_owner {
+	my ($c, $key, $fence, $point, $kind) = @_;
+	my $stall = rand() < 0.5 ? 0.25 + rand(0.2) : rand(0.15);
+	my $write = rand();
+	if ($write < 0.15) {
+		Time::HiRes::sleep($stall);
+		return undef unless $c->checkpoint($key, $fence, 'charged');
+		return $c->effect_and_succeed($key, $fence);
+	}
+	if ($write < 0.30) {
+		Time::HiRes::sleep($stall);
+		$c->fail_retryably($key, $fence);
+		return undef;
+	}
+	if ($write < 0.65) {
+		Time::HiRes::sleep($stall);
+		return $c->effect_and_succeed($key, $fence);
+	}
+	# The effect is already inserted, uncommitted, when the owner freezes.
+	return $c->effect_and_succeed($key, $fence, $stall);
 }
 
 # idem and the effects table, in database "proof".

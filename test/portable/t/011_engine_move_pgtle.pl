@@ -72,7 +72,7 @@ sub dump_db {
 # (a) pg_tle -> C++.
 pgtle_database('tle_a');
 sql_as($tle, 'tle_a', 'tle_admin', 'CREATE EXTENSION idem');
-is(engine_of($tle, 'tle_a'), '1.2 plpgsql tle_admin', 'tle_a: idem 1.2 is the portable engine, created by tle_admin');
+is(engine_of($tle, 'tle_a'), '1.3 plpgsql tle_admin', 'tle_a: idem 1.3 is the portable engine, created by tle_admin');
 my $keys = make_keys($tle, 'tle_a');
 my $dump = dump_db($tle, 'tle_a');
 
@@ -88,8 +88,8 @@ PostgreSQL::Test::Utils::append_to_file($list, join("\n", @kept) . "\n");
 $cpp->safe_psql('postgres', 'CREATE DATABASE cpp_b');
 $cpp->command_ok([ $cpp->installed_command('pg_restore'), '--exit-on-error', '--single-transaction', '--no-owner',
 		'-L', $list, '-d', $cpp->connstr('cpp_b'), $dump ], 'cpp_b: pg_restore of the pg_tle database');
-is(engine_of($cpp, 'cpp_b'), '1.2 c ' . $cpp->safe_psql('postgres', 'SELECT current_user'),
-	'cpp_b: idem 1.2 is the C++ extension');
+is(engine_of($cpp, 'cpp_b'), '1.3 c ' . $cpp->safe_psql('postgres', 'SELECT current_user'),
+	'cpp_b: idem 1.3 is the C++ extension');
 check_keys($cpp, 'cpp_b', $keys, 'pg_tle -> C++ (pg_dump)');
 
 # (b) C++ -> pg_tle.
@@ -100,7 +100,7 @@ $dump = dump_db($cpp, 'cpp_c');
 pgtle_database('tle_d');
 $tle->command_ok([ $tle->installed_command('pg_restore'), '--exit-on-error', '--single-transaction', '--no-owner',
 		'-d', $tle->connstr('tle_d') . ' user=tle_admin', $dump ], 'tle_d: pg_restore of the C++ database as tle_admin');
-is(engine_of($tle, 'tle_d'), '1.2 plpgsql tle_admin', 'tle_d: idem 1.2 is the portable engine, owned by tle_admin');
+is(engine_of($tle, 'tle_d'), '1.3 plpgsql tle_admin', 'tle_d: idem 1.3 is the portable engine, owned by tle_admin');
 check_keys($tle, 'tle_d', $keys, 'C++ -> pg_tle (pg_dump)');
 
 ok(!$tle->log_contains(qr/terminated by signal|server process .* was terminated/), 'no backend crashed (pg_tle)');

@@ -1,0 +1,23 @@
+// The fence a takeover or a new generation writes on a key's existing row
+// (docs/internals.md, "Fences across nodes"). Drawn before the claim's
+// UPDATE runs, not inside it: Citus refuses a VOLATILE function (nextval)
+// anywhere in an UPDATE of a distributed table.
+//
+// A fence never goes back for a key. On one server idem.fence_seq only
+// rises, so its next value is above every fence a row holds. On Citus each
+// node has its own sequence (INCREMENT BY 1024, values congruent to the
+// node's group id), and a shard moved from a node further ahead brings rows
+// whose fences are above this node's next value: then the fence is the
+// smallest value above the row's that is still this node's (congruent to
+// the drawn value modulo the increment), and the sequence is set there so
+// that the node never hands it out again.
+#pragma once
+
+#include "pg/pg.hpp"
+
+namespace idem {
+
+// The next fence of idem.fence_seq, raised above old_fence as said above.
+int64 fence_above(int64 old_fence);
+
+}  // namespace idem
