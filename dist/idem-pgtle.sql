@@ -5243,7 +5243,7 @@ REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
 -- is generated from the 1.2 base script and this file by the Makefile, so
 -- the two ways to 1.3 build the same schema.
 
--- ==== Citus: tables Citus can distribute (docs/beyond-one-server.md, "Citus") ====
+-- ==== Citus: tables Citus can distribute (docs/beyond-one-server.md, "Sharding with Citus") ====
 -- Citus shards a table by one column and refuses a primary key or unique
 -- constraint that does not contain it. The outbox is distributed by key,
 -- colocated with the key table, so its primary key carries key. id leads:
@@ -5270,7 +5270,8 @@ ALTER TABLE idem.outbox_event
 -- a reference table's one shard on every node that holds a copy). A shard
 -- whose relation is not here (a move's placement not yet switched) is left
 -- out. Citus's catalogs are read only when they exist: PL/pgSQL plans a
--- statement when it first runs, so a server without Citus never plans one.
+-- statement when it first runs, so a server without Citus never plans one
+-- that names them.
 -- Not SECURITY DEFINER: it reads catalogs every role may read; EXECUTE is
 -- for idem's maintenance (the worker, run_maintenance) and operators.
 CREATE FUNCTION idem.local_relations(relation regclass)
@@ -5284,9 +5285,14 @@ BEGIN
     IF relation IS NULL THEN
         RETURN;
     END IF;
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL
-       OR NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
-                       WHERE p.logicalrelid OPERATOR(pg_catalog.=) relation) THEN
+    -- Two statements: PL/pgSQL plans a condition whole, so the one that
+    -- reads Citus's catalog must not be planned where it is missing.
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN NEXT relation;
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                    WHERE p.logicalrelid OPERATOR(pg_catalog.=) relation) THEN
         RETURN NEXT relation;
         RETURN;
     END IF;
@@ -5397,7 +5403,7 @@ COMMENT ON FUNCTION idem.citus_node_setup() IS
     'On a Citus node: fence sequences step by 1024 in this node''s residue (its group id), so fences are unique across nodes. Idempotent.';
 REVOKE ALL ON FUNCTION idem.citus_node_setup() FROM PUBLIC;
 
--- ==== Citus: distributing idem's tables (docs/beyond-one-server.md, "Citus") ====
+-- ==== Citus: distributing idem's tables (docs/beyond-one-server.md, "Sharding with Citus") ====
 -- Run once on the coordinator, by a superuser or the owner of idem's
 -- objects: it calls Citus's functions with its caller's rights (it is not
 -- SECURITY DEFINER), so EXECUTE is not granted to anyone. In the caller's
@@ -5459,7 +5465,7 @@ BEGIN
         RAISE EXCEPTION 'Citus is not installed in this database'
             USING ERRCODE = '0A000',
                   DETAIL = 'idem.citus_distribute() distributes idem''s tables with Citus.',
-                  HINT = 'CREATE EXTENSION citus on every node and add the workers first (docs/beyond-one-server.md, "Citus").';
+                  HINT = 'CREATE EXTENSION citus on every node and add the workers first (docs/beyond-one-server.md, "Sharding with Citus").';
     END IF;
     IF NOT pg_catalog.citus_is_coordinator() THEN
         RAISE EXCEPTION 'idem.citus_distribute() runs on the coordinator'
@@ -5470,7 +5476,7 @@ BEGIN
     END IF;
 
     -- 1. What is in the way, before anything changes.
-    FOR t IN SELECT d.rel::pg_catalog.regclass AS rel, d.col, d.kind, p.partmethod,
+    FOR t IN SELECT d.rel::pg_catalog.regclass AS rel, d.col, d.kind, p.partmethod, p.repmodel,
                     pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) AS partcol,
                     p.colocationid
                FROM (VALUES ('idem.idempotency_request', 'key', 'hash'),
@@ -5495,7 +5501,8 @@ BEGIN
                         WHERE k.logicalrelid OPERATOR(pg_catalog.=) key_table)) THEN
             misdistributed := misdistributed OPERATOR(pg_catalog.||)
                 pg_catalog.format('%s (wanted: hash by %s, colocated with %s)', t.rel, t.col, key_table);
-        ELSIF t.kind OPERATOR(pg_catalog.=) 'reference' AND t.partmethod OPERATOR(pg_catalog.<>) 'n' THEN
+        ELSIF t.kind OPERATOR(pg_catalog.=) 'reference'
+              AND (t.partmethod OPERATOR(pg_catalog.<>) 'n' OR t.repmodel OPERATOR(pg_catalog.<>) 't') THEN
             misdistributed := misdistributed OPERATOR(pg_catalog.||)
                 pg_catalog.format('%s (wanted: a reference table)', t.rel);
         END IF;
@@ -5505,7 +5512,7 @@ BEGIN
                         pg_catalog.array_to_string(holding, ', ')
             USING ERRCODE = '55000',
                   DETAIL = 'Citus would copy the rows into its shards and keep the old copy in the coordinator''s table.',
-                  HINT = 'Move the rows out first: copy them into a table of your own and delete them here, call idem.citus_distribute(), then insert them back through the coordinator (docs/beyond-one-server.md, "Citus").';
+                  HINT = 'Move the rows out first: copy them into a table of your own and delete them here, call idem.citus_distribute(), then insert them back through the coordinator (docs/beyond-one-server.md, "Sharding with Citus").';
     END IF;
     IF pg_catalog.cardinality(misdistributed) OPERATOR(pg_catalog.>) 0 THEN
         RAISE EXCEPTION 'idem''s tables are already distributed otherwise: %',
@@ -22759,12 +22766,14 @@ $function$
 LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp;
 
+-- ---- attributes the updates gave them after their CREATE
+ALTER FUNCTION idem.typical_duration(text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 -- ==== the update proper ====
 -- idem 1.2 -> 1.3 (in development). The 1.3 base script (sql/idem--1.3.sql)
 -- is generated from the 1.2 base script and this file by the Makefile, so
 -- the two ways to 1.3 build the same schema.
 
--- ==== Citus: tables Citus can distribute (docs/beyond-one-server.md, "Citus") ====
+-- ==== Citus: tables Citus can distribute (docs/beyond-one-server.md, "Sharding with Citus") ====
 -- Citus shards a table by one column and refuses a primary key or unique
 -- constraint that does not contain it. The outbox is distributed by key,
 -- colocated with the key table, so its primary key carries key. id leads:
@@ -22791,7 +22800,8 @@ ALTER TABLE idem.outbox_event
 -- a reference table's one shard on every node that holds a copy). A shard
 -- whose relation is not here (a move's placement not yet switched) is left
 -- out. Citus's catalogs are read only when they exist: PL/pgSQL plans a
--- statement when it first runs, so a server without Citus never plans one.
+-- statement when it first runs, so a server without Citus never plans one
+-- that names them.
 -- Not SECURITY DEFINER: it reads catalogs every role may read; EXECUTE is
 -- for idem's maintenance (the worker, run_maintenance) and operators.
 CREATE FUNCTION idem.local_relations(relation regclass)
@@ -22805,9 +22815,14 @@ BEGIN
     IF relation IS NULL THEN
         RETURN;
     END IF;
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL
-       OR NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
-                       WHERE p.logicalrelid OPERATOR(pg_catalog.=) relation) THEN
+    -- Two statements: PL/pgSQL plans a condition whole, so the one that
+    -- reads Citus's catalog must not be planned where it is missing.
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN NEXT relation;
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                    WHERE p.logicalrelid OPERATOR(pg_catalog.=) relation) THEN
         RETURN NEXT relation;
         RETURN;
     END IF;
@@ -22918,7 +22933,7 @@ COMMENT ON FUNCTION idem.citus_node_setup() IS
     'On a Citus node: fence sequences step by 1024 in this node''s residue (its group id), so fences are unique across nodes. Idempotent.';
 REVOKE ALL ON FUNCTION idem.citus_node_setup() FROM PUBLIC;
 
--- ==== Citus: distributing idem's tables (docs/beyond-one-server.md, "Citus") ====
+-- ==== Citus: distributing idem's tables (docs/beyond-one-server.md, "Sharding with Citus") ====
 -- Run once on the coordinator, by a superuser or the owner of idem's
 -- objects: it calls Citus's functions with its caller's rights (it is not
 -- SECURITY DEFINER), so EXECUTE is not granted to anyone. In the caller's
@@ -22980,7 +22995,7 @@ BEGIN
         RAISE EXCEPTION 'Citus is not installed in this database'
             USING ERRCODE = '0A000',
                   DETAIL = 'idem.citus_distribute() distributes idem''s tables with Citus.',
-                  HINT = 'CREATE EXTENSION citus on every node and add the workers first (docs/beyond-one-server.md, "Citus").';
+                  HINT = 'CREATE EXTENSION citus on every node and add the workers first (docs/beyond-one-server.md, "Sharding with Citus").';
     END IF;
     IF NOT pg_catalog.citus_is_coordinator() THEN
         RAISE EXCEPTION 'idem.citus_distribute() runs on the coordinator'
@@ -22991,7 +23006,7 @@ BEGIN
     END IF;
 
     -- 1. What is in the way, before anything changes.
-    FOR t IN SELECT d.rel::pg_catalog.regclass AS rel, d.col, d.kind, p.partmethod,
+    FOR t IN SELECT d.rel::pg_catalog.regclass AS rel, d.col, d.kind, p.partmethod, p.repmodel,
                     pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) AS partcol,
                     p.colocationid
                FROM (VALUES ('idem.idempotency_request', 'key', 'hash'),
@@ -23016,7 +23031,8 @@ BEGIN
                         WHERE k.logicalrelid OPERATOR(pg_catalog.=) key_table)) THEN
             misdistributed := misdistributed OPERATOR(pg_catalog.||)
                 pg_catalog.format('%s (wanted: hash by %s, colocated with %s)', t.rel, t.col, key_table);
-        ELSIF t.kind OPERATOR(pg_catalog.=) 'reference' AND t.partmethod OPERATOR(pg_catalog.<>) 'n' THEN
+        ELSIF t.kind OPERATOR(pg_catalog.=) 'reference'
+              AND (t.partmethod OPERATOR(pg_catalog.<>) 'n' OR t.repmodel OPERATOR(pg_catalog.<>) 't') THEN
             misdistributed := misdistributed OPERATOR(pg_catalog.||)
                 pg_catalog.format('%s (wanted: a reference table)', t.rel);
         END IF;
@@ -23026,7 +23042,7 @@ BEGIN
                         pg_catalog.array_to_string(holding, ', ')
             USING ERRCODE = '55000',
                   DETAIL = 'Citus would copy the rows into its shards and keep the old copy in the coordinator''s table.',
-                  HINT = 'Move the rows out first: copy them into a table of your own and delete them here, call idem.citus_distribute(), then insert them back through the coordinator (docs/beyond-one-server.md, "Citus").';
+                  HINT = 'Move the rows out first: copy them into a table of your own and delete them here, call idem.citus_distribute(), then insert them back through the coordinator (docs/beyond-one-server.md, "Sharding with Citus").';
     END IF;
     IF pg_catalog.cardinality(misdistributed) OPERATOR(pg_catalog.>) 0 THEN
         RAISE EXCEPTION 'idem''s tables are already distributed otherwise: %',

@@ -11,16 +11,16 @@ SELECT p.oid::regprocedure AS function, p.prosecdef AS security_definer, p.provo
   FROM pg_proc p
  WHERE p.oid IN ('idem.citus_distribute()'::regprocedure, 'idem.citus_node_setup()'::regprocedure,
                  'idem.local_relations(regclass)'::regprocedure)
- ORDER BY 1::text;
+ ORDER BY p.proname;
 
 -- ==== without Citus: 0A000, before anything else ====
-SELECT idem.citus_distribute();
-SELECT idem.citus_node_setup();
+SELECT error_of('SELECT idem.citus_distribute()') AS citus_distribute;
+SELECT error_of('SELECT idem.citus_node_setup()') AS citus_node_setup;
 -- Nothing was distributed, set up or changed by the refusals.
 SELECT seqrelid::regclass AS sequence, seqincrement
   FROM pg_sequence
  WHERE seqrelid IN ('idem.fence_seq'::regclass, 'idem.outbox_lease_fence_seq'::regclass)
- ORDER BY 1::text;
+ ORDER BY seqrelid::regclass::text;
 
 -- ==== local_relations: the table itself, for every table ====
 SELECT t AS relation, array_agg(r ORDER BY r::text) AS local_relations
@@ -36,7 +36,7 @@ SELECT conrelid::regclass AS "table", conname, pg_get_constraintdef(oid) AS defi
  WHERE contype = 'c'
    AND conrelid IN ('idem.idempotency_request'::regclass, 'idem.consumed_message'::regclass,
                     'idem.outbox_event'::regclass)
- ORDER BY 1::text, 2;
+ ORDER BY conrelid::regclass::text, conname;
 INSERT INTO idem.idempotency_request (scope, key, request_hash, status, recovery_point, fence,
     claimed_at, locked_until, created_at, updated_at, expires_at)
 VALUES ('c86', 'k', 'h', 'processing', 'finished', 1, now(), now() + interval '1 hour',
