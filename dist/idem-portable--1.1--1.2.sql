@@ -521,11 +521,6 @@ DECLARE
     new_expiry timestamptz;
 BEGIN
     now := pg_catalog.clock_timestamp();
-    -- The written values are computed here, not in the statements: Citus
-    -- refuses a VOLATILE function (nextval) in an UPDATE's SET and a
-    -- non-IMMUTABLE one (timestamptz + interval) in a CASE there.
-    new_locked_until := now + portable_claim_once.lock_timeout;
-    new_expiry := CASE WHEN retention IS NULL THEN 'infinity'::timestamptz ELSE now + retention END;
     FOR step IN 1..16 LOOP
         IF looked THEN
             SELECT * INTO r FROM idem.idempotency_request t
@@ -574,12 +569,19 @@ BEGIN
             CONTINUE;
         END IF;
         looked := true;
-        -- A fence for a claim that grants ownership; one that takes a row
-        -- over is above the row's (idem.portable_fence_above).
+        -- What a claim that grants ownership writes, computed here and not
+        -- in its statement: Citus refuses a VOLATILE function (nextval) in
+        -- an UPDATE's SET and a non-IMMUTABLE one (timestamptz + interval)
+        -- in a CASE there. A fence that takes a row over is above the
+        -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
             new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
             IF action <> 'insert' AND new_fence <= r.fence THEN
                 new_fence := idem.portable_fence_above(r.fence);
+            END IF;
+            IF new_locked_until IS NULL THEN
+                new_locked_until := now + portable_claim_once.lock_timeout;
+                new_expiry := CASE WHEN retention IS NULL THEN 'infinity'::timestamptz ELSE now + retention END;
             END IF;
         END IF;
         IF action = 'insert' THEN

@@ -447,6 +447,46 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_session_alive(bigint) FROM PUBLIC;
 
+-- The fence of a claim that takes an existing row over (a stale or failed
+-- key, a new generation): above the row's fence, so a key's fences only
+-- rise. On one server idem.fence_seq alone ensures it (its next value is
+-- above every fence it issued). On Citus each node draws from its own
+-- sequence (INCREMENT BY 1024, values congruent to the node's group id:
+-- idem.citus_node_setup), and a key whose shard moved from a node whose
+-- sequence ran ahead may hold a fence above this node's next value. Then
+-- the fence is the smallest value above the row's fence of this node's
+-- class (still unique across nodes), drawn from the sequence after moving
+-- it up so that its next value is that one: the node never issues it
+-- again. The sequence is moved only when its last value, read in the same
+-- statement, is below; otherwise it already passed the target and the next
+-- draw is above the row's fence anyway. A draw of another session between
+-- that read and the setval would be issued twice: PostgreSQL has no
+-- conditional setval, so that window (one statement, on a node taking over
+-- a key whose fence came from a node ahead of it) is the one left open.
+CREATE OR REPLACE FUNCTION idem.portable_fence_above(old_fence bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fence bigint := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+    step bigint;
+    gap bigint;
+BEGIN
+    WHILE fence <= old_fence LOOP
+        SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
+         WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
+        gap := (fence - old_fence) % step;      -- in (-step, 0]
+        PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, old_fence + gap, true)
+          FROM idem.fence_seq q
+         WHERE q.last_value < old_fence + gap;
+        fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+    END LOOP;
+    RETURN fence;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_fence_above(bigint) FROM PUBLIC;
+
 -- One claim (claim_once, src/keys/claim.cpp): look at the row first, without
 -- a lock (a replay takes no row lock and no transaction id, so it works in a
 -- READ ONLY transaction), and write only what the observation calls for:
@@ -476,6 +516,9 @@ DECLARE
     dead_session bigint;
     read_only boolean := pg_catalog.current_setting('transaction_read_only') = 'on';
     answer idem.claim;
+    new_fence bigint;
+    new_locked_until timestamptz;
+    new_expiry timestamptz;
 BEGIN
     now := pg_catalog.clock_timestamp();
     FOR step IN 1..16 LOOP
@@ -526,6 +569,21 @@ BEGIN
             CONTINUE;
         END IF;
         looked := true;
+        -- What a claim that grants ownership writes, computed here and not
+        -- in its statement: Citus refuses a VOLATILE function (nextval) in
+        -- an UPDATE's SET and a non-IMMUTABLE one (timestamptz + interval)
+        -- in a CASE there. A fence that takes a row over is above the
+        -- row's (idem.portable_fence_above).
+        IF action <> 'give_up' THEN
+            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            IF action <> 'insert' AND new_fence <= r.fence THEN
+                new_fence := idem.portable_fence_above(r.fence);
+            END IF;
+            IF new_locked_until IS NULL THEN
+                new_locked_until := now + portable_claim_once.lock_timeout;
+                new_expiry := CASE WHEN retention IS NULL THEN 'infinity'::timestamptz ELSE now + retention END;
+            END IF;
+        END IF;
         IF action = 'insert' THEN
             INSERT INTO idem.idempotency_request AS t (
                 scope, key, request_hash, status, recovery_point, fence, attempt_count,
@@ -533,10 +591,8 @@ BEGIN
                 bound_session)
             VALUES (
                 portable_claim_once.scope, portable_claim_once.key, portable_claim_once.request_hash,
-                'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
-                portable_claim_once.claimed_by, now, now + portable_claim_once.lock_timeout, now, now,
-                CASE WHEN retention IS NULL THEN 'infinity'::timestamptz ELSE now + retention END,
-                bound)
+                'processing', 'started', new_fence, 1,
+                portable_claim_once.claimed_by, now, new_locked_until, now, now, new_expiry, bound)
             ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
             RETURNING t.* INTO r;
             IF FOUND THEN
@@ -547,15 +603,14 @@ BEGIN
             UPDATE idem.idempotency_request AS t
                SET request_hash = portable_claim_once.request_hash,
                    status = 'processing', recovery_point = 'started',
-                   fence = pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass),
+                   fence = new_fence,
                    attempt_count = 1, claimed_by = portable_claim_once.claimed_by,
-                   claimed_at = now, locked_until = now + portable_claim_once.lock_timeout,
+                   claimed_at = now, locked_until = new_locked_until,
                    response_code = NULL, response_body = NULL, result_ref_type = NULL,
                    result_ref_id = NULL, failure_code = NULL, failure_message = NULL,
                    created_at = now, updated_at = now, finished_at = NULL,
                    bound_session = bound,
-                   expires_at = CASE WHEN retention IS NULL THEN 'infinity'::timestamptz
-                                     ELSE now + retention END
+                   expires_at = new_expiry
              WHERE t.scope = portable_claim_once.scope AND t.key = portable_claim_once.key
                AND t.fence = r.fence AND t.status <> 'processing' AND t.expires_at <= now
             RETURNING t.* INTO r;
@@ -582,15 +637,13 @@ BEGIN
         ELSE
             UPDATE idem.idempotency_request AS t
                SET status = 'processing',
-                   fence = pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass),
+                   fence = new_fence,
                    attempt_count = t.attempt_count + 1,
                    claimed_by = portable_claim_once.claimed_by, claimed_at = now,
-                   locked_until = now + portable_claim_once.lock_timeout, updated_at = now,
+                   locked_until = new_locked_until, updated_at = now,
                    finished_at = NULL, response_code = NULL, response_body = NULL,
                    bound_session = bound,
-                   expires_at = GREATEST(t.expires_at,
-                                         CASE WHEN retention IS NULL THEN 'infinity'::timestamptz
-                                              ELSE now + retention END)
+                   expires_at = GREATEST(t.expires_at, new_expiry)
              WHERE t.scope = portable_claim_once.scope AND t.key = portable_claim_once.key
                AND t.fence = r.fence AND t.status = r.status
                AND t.request_hash = portable_claim_once.request_hash
@@ -1242,6 +1295,29 @@ REVOKE ALL ON FUNCTION idem.portable_msg_inbox_retention() FROM PUBLIC;
 -- PL/pgSQL. Each runs as the extension's owner, called from the SECURITY
 -- DEFINER body. The completers a round runs: support-completers.sql.
 
+-- The relations maintenance works on: the table itself, or on a Citus node
+-- the shards of it that node holds (idem.local_relations, which 1.3 adds;
+-- a schema without it has no Citus support, and so the table itself). The
+-- coordinator holds no shard and so maintains nothing. A statement on a
+-- shard names it, and reads and locks only that node's rows: Citus refuses
+-- FOR UPDATE on the distributed table, and the shell table on a node is
+-- empty.
+CREATE OR REPLACE FUNCTION idem.portable_local_relations(relation regclass)
+RETURNS SETOF regclass
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regprocedure('idem.local_relations(regclass)') IS NULL THEN
+        RETURN NEXT relation;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM idem.local_relations(relation);
+END
+$$;
+REVOKE ALL ON FUNCTION idem.portable_local_relations(regclass) FROM PUBLIC;
+
+-- ---- support-maintenance.sql
 -- idem.batch_size, as the C++ engine registers it (1 .. 1000000, default
 -- 10000); without the library it is a plain custom setting, checked here.
 CREATE OR REPLACE FUNCTION idem.portable_batch_size()
@@ -1265,37 +1341,52 @@ $$;
 REVOKE ALL ON FUNCTION idem.portable_batch_size() FROM PUBLIC;
 
 -- Abandoned keys past their scope's max_attempts end as the next claim
--- would end them (the worker's exhaust_attempts).
+-- would end them (the worker's exhaust_attempts), at most batch_limit keys
+-- from the relations idem.portable_local_relations gives in turn. The
+-- policies are read first and passed as arrays: on Citus idem.scope_policy
+-- is a reference table, which a statement on a shard does not join.
 CREATE OR REPLACE FUNCTION idem.portable_exhaust_attempts(now timestamptz, batch_limit integer)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    ended bigint;
+    scopes text[];
+    limits integer[];
+    relation regclass;
+    ended bigint := 0;
+    done_rows bigint;
 BEGIN
-    IF NOT EXISTS (SELECT FROM idem.scope_policy q WHERE q.max_attempts IS NOT NULL) THEN
+    SELECT array_agg(q.scope), array_agg(q.max_attempts) INTO scopes, limits
+      FROM idem.scope_policy q WHERE q.max_attempts IS NOT NULL;
+    IF scopes IS NULL THEN
         RETURN 0;
     END IF;
-    WITH done AS (
-        SELECT s.ctid AS tid
-          FROM idem.idempotency_request s
-          JOIN idem.scope_policy p ON p.scope = s.scope
-         WHERE (s.status = 'processing' AND s.locked_until <= now
-                OR s.status = 'failed_retryable' AND s.failure_code = 'abandoned')
-           AND s.expires_at > now
-           AND s.attempt_count >= p.max_attempts
-         LIMIT batch_limit
-           FOR UPDATE OF s SKIP LOCKED)
-    UPDATE idem.idempotency_request AS r
-       SET status = 'failed_final',
-           failure_code = 'too_many_attempts',
-           failure_message = 'the key reached its scope''s max_attempts',
-           locked_until = NULL,
-           finished_at = now,
-           updated_at = now
-     WHERE r.ctid = ANY (ARRAY(SELECT done.tid FROM done));
-    GET DIAGNOSTICS ended = ROW_COUNT;
+    FOR relation IN SELECT * FROM idem.portable_local_relations('idem.idempotency_request'::regclass) LOOP
+        EXIT WHEN ended >= batch_limit;
+        EXECUTE format(
+            'WITH done AS (
+                SELECT s.ctid AS tid
+                  FROM %1$s s
+                  JOIN unnest($3::text[], $4::integer[]) AS p(scope, max_attempts) ON p.scope = s.scope
+                 WHERE (s.status = ''processing'' AND s.locked_until <= $1
+                        OR s.status = ''failed_retryable'' AND s.failure_code = ''abandoned'')
+                   AND s.expires_at > $1
+                   AND s.attempt_count >= p.max_attempts
+                 LIMIT $2
+                   FOR UPDATE OF s SKIP LOCKED)
+             UPDATE %1$s AS r
+                SET status = ''failed_final'',
+                    failure_code = ''too_many_attempts'',
+                    failure_message = ''the key reached its scope''''s max_attempts'',
+                    locked_until = NULL,
+                    finished_at = $1,
+                    updated_at = $1
+              WHERE r.ctid = ANY (ARRAY(SELECT done.tid FROM done))', relation)
+          USING now, batch_limit - ended, scopes, limits;
+        GET DIAGNOSTICS done_rows = ROW_COUNT;
+        ended := ended + done_rows;
+    END LOOP;
     RETURN ended;
 END
 $$;
@@ -1344,30 +1435,53 @@ REVOKE ALL ON FUNCTION idem.portable_resolve_completer(text, boolean) FROM PUBLI
 -- completer_candidates), with the function the policy names (0 when the
 -- name resolves to no function any more) and its owner, and since when the
 -- key is due (oldest first). Each name is resolved once; a key whose name
--- cannot be resolved is left out (idem.portable_resolve_completer).
+-- cannot be resolved is left out (idem.portable_resolve_completer). The
+-- keys are read from the relations idem.portable_local_relations gives
+-- (the table, or this Citus node's shards of it: none on the coordinator),
+-- in one statement; the policies are read first and passed as arrays, as
+-- a statement on a shard does not join the reference table.
 CREATE OR REPLACE FUNCTION idem.portable_completer_due(now timestamptz, quiet boolean)
 RETURNS TABLE (scope text, key text, request_hash text, completer oid, owner oid, since timestamptz)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-WITH due AS MATERIALIZED (
-    SELECT r.scope, r.key, r.request_hash, p.completer AS name,
-           COALESCE(r.locked_until, r.updated_at) AS since
+DECLARE
+    scopes text[];
+    names text[];
+    delays interval[];
+    keys_sql text;
+BEGIN
+    SELECT array_agg(p.scope), array_agg(p.completer), array_agg(p.completer_delay)
+      INTO scopes, names, delays
       FROM idem.scope_policy p
-      JOIN idem.idempotency_request r ON r.scope = p.scope
-     WHERE p.completer IS NOT NULL
-       AND (r.status = 'processing' AND r.locked_until <= now
-            OR r.status = 'failed_retryable' AND r.failure_code = 'abandoned')
-       AND r.expires_at > now
-       AND COALESCE(r.locked_until, r.updated_at) <= now - COALESCE(p.completer_delay, '0'::interval)),
-named AS MATERIALIZED (
-    SELECT n.name, idem.portable_resolve_completer(n.name, quiet) AS completer
-      FROM (SELECT DISTINCT due.name FROM due) n)
-SELECT due.scope, due.key, due.request_hash, named.completer, f.proowner, due.since
-  FROM due
-  JOIN named ON named.name = due.name
-  LEFT JOIN pg_catalog.pg_proc f ON f.oid = named.completer
- WHERE named.completer IS NOT NULL
+     WHERE p.completer IS NOT NULL;
+    SELECT string_agg(format('SELECT r.scope, r.key, r.request_hash, r.status, r.failure_code, r.locked_until,
+                                     r.updated_at, r.expires_at FROM %s r', l.relation), ' UNION ALL ')
+      INTO keys_sql
+      FROM idem.portable_local_relations('idem.idempotency_request'::regclass) AS l(relation);
+    IF scopes IS NULL OR keys_sql IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format(
+       'WITH due AS MATERIALIZED (
+            SELECT r.scope, r.key, r.request_hash, p.name,
+                   COALESCE(r.locked_until, r.updated_at) AS since
+              FROM unnest($3::text[], $4::text[], $5::interval[]) AS p(scope, name, delay)
+              JOIN (%s) r ON r.scope = p.scope
+             WHERE (r.status = ''processing'' AND r.locked_until <= $1
+                    OR r.status = ''failed_retryable'' AND r.failure_code = ''abandoned'')
+               AND r.expires_at > $1
+               AND COALESCE(r.locked_until, r.updated_at) <= $1 - COALESCE(p.delay, ''0''::interval)),
+        named AS MATERIALIZED (
+            SELECT n.name, idem.portable_resolve_completer(n.name, $2) AS completer
+              FROM (SELECT DISTINCT due.name FROM due) n)
+        SELECT due.scope, due.key, due.request_hash, named.completer, f.proowner, due.since
+          FROM due
+          JOIN named ON named.name = due.name
+          LEFT JOIN pg_catalog.pg_proc f ON f.oid = named.completer
+         WHERE named.completer IS NOT NULL', keys_sql)
+      USING now, quiet, scopes, names, delays;
+END
 $$;
 REVOKE ALL ON FUNCTION idem.portable_completer_due(timestamptz, boolean) FROM PUBLIC;
 
@@ -2233,22 +2347,34 @@ RETURNS bigint
 -- never an in-flight row, skipping rows live transactions hold. The C++
 -- engine deletes in place without first locking; here the statement the
 -- C++ engine uses when the table has triggers (lock the batch, delete it by
--- ctid), which a cancel or statement_timeout ends like any statement.
+-- ctid), which a cancel or statement_timeout ends like any statement. The
+-- batch is taken from each relation idem.portable_local_relations gives
+-- (the table, or this Citus node's shards of it) in turn, at most
+-- batch_limit keys in all; the ctids a statement deletes are those it read
+-- from the same relation.
 AS $function$
 DECLARE
-    deleted bigint;
+    deleted bigint := 0;
+    gone bigint;
     now timestamptz;
+    relation regclass;
 BEGIN
     PERFORM idem.portable_require_batch_limit(batch_limit);
     PERFORM idem.portable_require_writable('idem.purge_expired()');
     now := pg_catalog.clock_timestamp();
-    WITH doomed AS (
-        SELECT d.ctid AS tid FROM idem.idempotency_request d
-         WHERE d.status <> 'processing' AND d.expires_at <= now
-         ORDER BY d.expires_at LIMIT batch_limit FOR UPDATE SKIP LOCKED)
-    DELETE FROM idem.idempotency_request r
-     WHERE r.ctid = ANY (ARRAY(SELECT doomed.tid FROM doomed));
-    GET DIAGNOSTICS deleted = ROW_COUNT;
+    FOR relation IN SELECT * FROM idem.portable_local_relations('idem.idempotency_request'::pg_catalog.regclass) LOOP
+        EXIT WHEN deleted >= batch_limit;
+        EXECUTE pg_catalog.format(
+            'WITH doomed AS (
+                SELECT d.ctid AS tid FROM %1$s d
+                 WHERE d.status <> ''processing'' AND d.expires_at <= $1
+                 ORDER BY d.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+             DELETE FROM %1$s r
+              WHERE r.ctid = ANY (ARRAY(SELECT doomed.tid FROM doomed))', relation)
+          USING now, batch_limit - deleted;
+        GET DIAGNOSTICS gone = ROW_COUNT;
+        deleted := deleted + gone;
+    END LOOP;
     RETURN deleted;
 END
 $function$
@@ -2265,48 +2391,53 @@ RETURNS bigint
 -- sessions read with every candidate locked, so a row is judged as it is
 -- under its lock; only the rows still stale then are marked. Sessions are
 -- read from pg_stat_activity (portable/support-keys.sql): when some are
--- hidden from the extension's owner, only run-out locks are swept.
+-- hidden from the extension's owner, only run-out locks are swept. The
+-- batch is taken from each relation idem.portable_local_relations gives
+-- (the table, or this Citus node's shards of it) in turn, at most
+-- batch_limit keys in all.
 AS $function$
 DECLARE
     now timestamptz;
     live record;
-    candidate record;
-    stale tid[] := '{}';
-    swept bigint;
+    relation regclass;
+    stale tid[];
+    swept bigint := 0;
+    marked bigint;
 BEGIN
     PERFORM idem.portable_require_batch_limit(batch_limit);
     PERFORM idem.portable_require_writable('idem.sweep_stale()');
     now := pg_catalog.clock_timestamp();
     live := idem.portable_live_sessions();
-    FOR candidate IN
-        SELECT s.ctid AS tid, s.bound_session, s.locked_until <= now AS lock_ended
-          FROM idem.idempotency_request s
-         WHERE s.status = 'processing'
-           AND (s.locked_until <= now
-                OR live.complete AND s.bound_session IS NOT NULL
-                   AND s.bound_session <> ALL (live.tokens))
-         ORDER BY s.locked_until
-         LIMIT batch_limit
-           FOR UPDATE SKIP LOCKED
-    LOOP
-        stale := stale || candidate.tid;
+    FOR relation IN SELECT * FROM idem.portable_local_relations('idem.idempotency_request'::pg_catalog.regclass) LOOP
+        EXIT WHEN swept >= batch_limit;
+        EXECUTE pg_catalog.format(
+            'SELECT pg_catalog.array_agg(c.tid) FROM (
+               SELECT s.ctid AS tid FROM %s s
+                WHERE s.status = ''processing''
+                  AND (s.locked_until <= $1
+                       OR $2 AND s.bound_session IS NOT NULL AND s.bound_session <> ALL ($3))
+                ORDER BY s.locked_until
+                LIMIT $4
+                  FOR UPDATE SKIP LOCKED) c', relation)
+           INTO stale
+          USING now, live.complete, live.tokens, batch_limit - swept;
+        CONTINUE WHEN stale IS NULL;
+        live := idem.portable_live_sessions();
+        EXECUTE pg_catalog.format(
+            'UPDATE %s AS r
+                SET status = CASE WHEN r.expires_at <= $1 THEN ''failed_final''::idem.idempotency_status
+                                  ELSE ''failed_retryable''::idem.idempotency_status END,
+                    failure_code = CASE WHEN r.expires_at <= $1 THEN ''expired'' ELSE ''abandoned'' END,
+                    failure_message = ''the owner recorded no outcome before its lock expired'',
+                    locked_until = NULL, finished_at = $1, updated_at = $1
+              WHERE r.ctid = ANY ($4)
+                AND r.status = ''processing''
+                AND (r.locked_until <= $1
+                     OR $2 AND r.bound_session IS NOT NULL AND r.bound_session <> ALL ($3))', relation)
+          USING now, live.complete, live.tokens, stale;
+        GET DIAGNOSTICS marked = ROW_COUNT;
+        swept := swept + marked;
     END LOOP;
-    IF pg_catalog.cardinality(stale) = 0 THEN
-        RETURN 0;
-    END IF;
-    live := idem.portable_live_sessions();
-    UPDATE idem.idempotency_request AS r
-       SET status = CASE WHEN r.expires_at <= now THEN 'failed_final'::idem.idempotency_status
-                         ELSE 'failed_retryable'::idem.idempotency_status END,
-           failure_code = CASE WHEN r.expires_at <= now THEN 'expired' ELSE 'abandoned' END,
-           failure_message = 'the owner recorded no outcome before its lock expired',
-           locked_until = NULL, finished_at = now, updated_at = now
-     WHERE r.ctid = ANY (stale)
-       AND r.status = 'processing'
-       AND (r.locked_until <= now
-            OR live.complete AND r.bound_session IS NOT NULL
-               AND r.bound_session <> ALL (live.tokens));
-    GET DIAGNOSTICS swept = ROW_COUNT;
     RETURN swept;
 END
 $function$
@@ -2428,7 +2559,12 @@ BEGIN
            locked_until = CASE WHEN r.status = 'processing' THEN NULL ELSE r.locked_until END,
            finished_at = CASE WHEN r.status = 'processing' THEN now ELSE r.finished_at END,
            updated_at = now,
-           expires_at = LEAST(r.expires_at, GREATEST(now, r.created_at + interval '1 microsecond'))
+           -- created_at plus one microsecond in UTC: the same instant, by
+           -- IMMUTABLE functions (Citus refuses timestamptz + interval, a
+           -- STABLE one, on a column in an UPDATE).
+           expires_at = LEAST(r.expires_at,
+                              GREATEST(now, ((r.created_at AT TIME ZONE 'UTC') + interval '1 microsecond')
+                                            AT TIME ZONE 'UTC'))
      WHERE r.scope = force_expire.scope AND r.key = force_expire.key
        AND (r.status <> 'processing' OR force_expire.force)
     RETURNING r.* INTO changed;
@@ -2782,18 +2918,19 @@ BEGIN
             RETURN false;
         END IF;
         -- Without a retention argument the expiry is looked up here, for a
-        -- new message only (a replay reads no policy and no setting), in
-        -- the insert itself rather than a statement of its own: the
+        -- new message only (a replay reads no policy and no setting): the
         -- consumer's policy (keep_forever, or its retention), else the
-        -- setting (NULL for -1: forever).
+        -- setting (NULL for -1: forever). Before the insert, not in it:
+        -- Citus refuses a subquery in an INSERT.
+        IF expiry IS NULL THEN
+            SELECT CASE WHEN p.keep_forever THEN 'infinity'::timestamptz ELSE clock + p.retention END
+              INTO expiry
+              FROM idem.scope_policy p
+             WHERE p.scope = $1 AND (p.keep_forever OR p.retention IS NOT NULL);
+            expiry := COALESCE(expiry, clock + idem.portable_msg_inbox_retention(), 'infinity'::timestamptz);
+        END IF;
         INSERT INTO idem.consumed_message AS m (consumer, message_id, message_hash, consumed_at, expires_at)
-        VALUES ($1, $2, $3, clock,
-                COALESCE(expiry,
-                         (SELECT CASE WHEN p.keep_forever THEN 'infinity'::timestamptz ELSE clock + p.retention END
-                            FROM idem.scope_policy p
-                           WHERE p.scope = $1 AND (p.keep_forever OR p.retention IS NOT NULL)),
-                         clock + idem.portable_msg_inbox_retention(),
-                         'infinity'::timestamptz))
+        VALUES ($1, $2, $3, clock, expiry)
         ON CONFLICT ON CONSTRAINT consumed_message_pkey DO UPDATE
         SET message_hash = excluded.message_hash,
             consumed_at = excluded.consumed_at,
@@ -3044,9 +3181,17 @@ RETURNS TABLE (id bigint, lease_fence bigint, scope text, key text,
 -- src/pure/message_statements.def): the due events, leased. An event is
 -- due when it is pending (or its lease ran out) and available, and no
 -- earlier event of its aggregate is pending or leased; SKIP LOCKED, so two
--- relays never wait for, or get, the same event. Columns are qualified
--- throughout: the result's columns are PL/pgSQL variables of the same names.
+-- relays never wait for, or get, the same event. The events are taken
+-- from each relation idem.portable_local_relations gives (the table, or
+-- this Citus node's shards of it: Citus refuses FOR UPDATE on the
+-- distributed table) in turn, at most batch_limit in all; on Citus an
+-- aggregate's order is therefore kept among the events one shard holds.
 AS $function$
+DECLARE
+    relation regclass;
+    leased bigint := 0;
+    got bigint;
+    scope_filter text;
 BEGIN
     IF $1 IS NULL OR $1 <= 0 THEN
         RAISE EXCEPTION 'batch_limit must be positive'
@@ -3067,71 +3212,49 @@ BEGIN
     -- (src/pure/message_statements.def, outbox_lease). A 1.1
     -- schema has no idem.may_use_scope and no owners: its statement has no
     -- filter (the C++ engine's outbox_lease_11).
-    IF pg_catalog.to_regprocedure('idem.may_use_scope(text)') IS NOT NULL THEN
-        RETURN QUERY
-        WITH due AS (
-          SELECT e.id AS due_id
-          FROM idem.outbox_event e
-          WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
-            AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
-            AND e.available_at <= pg_catalog.statement_timestamp()
-            AND ($3 IS NULL OR e.event_type = ANY ($3))
-            AND idem.may_use_scope(e.scope)
-            AND NOT EXISTS (
-              SELECT
-              FROM idem.outbox_event p
-              WHERE e.aggregate_id IS NOT NULL
-                AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
-                AND p.aggregate_id IS NOT NULL
-                AND (p.aggregate_type = e.aggregate_type
-                     OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
-                AND p.aggregate_id = e.aggregate_id
-                AND p.id < e.id
-                AND idem.may_use_scope(p.scope))
-          ORDER BY e.id
-          LIMIT $1
-          FOR UPDATE OF e SKIP LOCKED)
-        UPDATE idem.outbox_event o
-        SET status = 'leased'::idem.outbox_status,
-            lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
-            leased_until = pg_catalog.statement_timestamp() + $2,
-            attempt_count = o.attempt_count + 1
-        FROM due
-        WHERE o.id = due.due_id
-        RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
-                  o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
-    ELSE
-        RETURN QUERY
-        WITH due AS (
-          SELECT e.id AS due_id
-          FROM idem.outbox_event e
-          WHERE e.status = ANY ('{pending,leased}'::idem.outbox_status[])
-            AND (e.status = 'pending' OR e.leased_until <= pg_catalog.statement_timestamp())
-            AND e.available_at <= pg_catalog.statement_timestamp()
-            AND ($3 IS NULL OR e.event_type = ANY ($3))
-            AND NOT EXISTS (
-              SELECT
-              FROM idem.outbox_event p
-              WHERE e.aggregate_id IS NOT NULL
-                AND p.status = ANY ('{pending,leased}'::idem.outbox_status[])
-                AND p.aggregate_id IS NOT NULL
-                AND (p.aggregate_type = e.aggregate_type
-                     OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
-                AND p.aggregate_id = e.aggregate_id
-                AND p.id < e.id)
-          ORDER BY e.id
-          LIMIT $1
-          FOR UPDATE OF e SKIP LOCKED)
-        UPDATE idem.outbox_event o
-        SET status = 'leased'::idem.outbox_status,
-            lease_fence = pg_catalog.nextval('idem.outbox_lease_fence_seq'::pg_catalog.regclass),
-            leased_until = pg_catalog.statement_timestamp() + $2,
-            attempt_count = o.attempt_count + 1
-        FROM due
-        WHERE o.id = due.due_id
-        RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
-                  o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key;
-    END IF;
+    scope_filter := CASE WHEN pg_catalog.to_regprocedure('idem.may_use_scope(text)') IS NOT NULL
+                         THEN 'AND idem.may_use_scope(%I.scope)' ELSE '' END;
+    FOR relation IN SELECT * FROM idem.portable_local_relations('idem.outbox_event'::pg_catalog.regclass) LOOP
+        EXIT WHEN leased >= $1;
+        -- Columns are qualified throughout: the result's columns are
+        -- PL/pgSQL variables of the same names.
+        RETURN QUERY EXECUTE pg_catalog.format(
+           'WITH due AS (
+              SELECT e.id AS due_id
+              FROM %1$s e
+              WHERE e.status = ANY (''{pending,leased}''::idem.outbox_status[])
+                AND (e.status = ''pending'' OR e.leased_until <= pg_catalog.statement_timestamp())
+                AND e.available_at <= pg_catalog.statement_timestamp()
+                AND ($3 IS NULL OR e.event_type = ANY ($3))
+                %2$s
+                AND NOT EXISTS (
+                  SELECT
+                  FROM %1$s p
+                  WHERE e.aggregate_id IS NOT NULL
+                    AND p.status = ANY (''{pending,leased}''::idem.outbox_status[])
+                    AND p.aggregate_id IS NOT NULL
+                    AND (p.aggregate_type = e.aggregate_type
+                         OR p.aggregate_type IS NULL AND e.aggregate_type IS NULL)
+                    AND p.aggregate_id = e.aggregate_id
+                    AND p.id < e.id
+                    %3$s)
+              ORDER BY e.id
+              LIMIT $1
+              FOR UPDATE OF e SKIP LOCKED)
+            UPDATE %1$s o
+            SET status = ''leased''::idem.outbox_status,
+                lease_fence = pg_catalog.nextval(''idem.outbox_lease_fence_seq''::pg_catalog.regclass),
+                leased_until = pg_catalog.statement_timestamp() + $2,
+                attempt_count = o.attempt_count + 1
+            FROM due
+            WHERE o.id = due.due_id
+            RETURNING o.id, o.lease_fence, o.scope, o.key, o.event_type, o.aggregate_type,
+                      o.aggregate_id, o.payload, o.headers, o.attempt_count, o.delivery_key',
+            relation, pg_catalog.format(scope_filter, 'e'), pg_catalog.format(scope_filter, 'p'))
+          USING $1 - leased, $2, $3;
+        GET DIAGNOSTICS got = ROW_COUNT;
+        leased := leased + got;
+    END LOOP;
 END
 $function$
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE ROWS 100
@@ -3151,14 +3274,17 @@ DECLARE
     event_status text;
     event_scope text;
     state text;
+    published timestamptz;
 BEGIN
     SELECT e.scope INTO event_scope FROM idem.outbox_event e WHERE e.id = $1;
     IF FOUND THEN
         PERFORM idem.portable_check_scope_owner(event_scope);
     END IF;
+    -- Read before the UPDATE: Citus refuses a VOLATILE function in its SET.
+    published := pg_catalog.clock_timestamp();
     UPDATE idem.outbox_event e
        SET status = 'published'::idem.outbox_status,
-           published_at = pg_catalog.clock_timestamp(),
+           published_at = published,
            leased_until = NULL,
            lease_fence = NULL,
            last_error = NULL
@@ -3691,12 +3817,14 @@ $function$
 LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp;
 
+-- ---- attributes the updates gave them after their CREATE
+ALTER FUNCTION idem.typical_duration(text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 -- ==== the update proper ====
 -- idem 1.2 -> 1.3 (in development). The 1.3 base script (sql/idem--1.3.sql)
 -- is generated from the 1.2 base script and this file by the Makefile, so
 -- the two ways to 1.3 build the same schema.
 
--- ==== Citus: tables Citus can distribute (docs/beyond-one-server.md, "Citus") ====
+-- ==== Citus: tables Citus can distribute (docs/beyond-one-server.md, "Sharding with Citus") ====
 -- Citus shards a table by one column and refuses a primary key or unique
 -- constraint that does not contain it. The outbox is distributed by key,
 -- colocated with the key table, so its primary key carries key. id leads:
@@ -3723,7 +3851,8 @@ ALTER TABLE idem.outbox_event
 -- a reference table's one shard on every node that holds a copy). A shard
 -- whose relation is not here (a move's placement not yet switched) is left
 -- out. Citus's catalogs are read only when they exist: PL/pgSQL plans a
--- statement when it first runs, so a server without Citus never plans one.
+-- statement when it first runs, so a server without Citus never plans one
+-- that names them.
 -- Not SECURITY DEFINER: it reads catalogs every role may read; EXECUTE is
 -- for idem's maintenance (the worker, run_maintenance) and operators.
 CREATE FUNCTION idem.local_relations(relation regclass)
@@ -3737,9 +3866,14 @@ BEGIN
     IF relation IS NULL THEN
         RETURN;
     END IF;
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL
-       OR NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
-                       WHERE p.logicalrelid OPERATOR(pg_catalog.=) relation) THEN
+    -- Two statements: PL/pgSQL plans a condition whole, so the one that
+    -- reads Citus's catalog must not be planned where it is missing.
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN NEXT relation;
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                    WHERE p.logicalrelid OPERATOR(pg_catalog.=) relation) THEN
         RETURN NEXT relation;
         RETURN;
     END IF;
@@ -3799,7 +3933,7 @@ DECLARE
     done jsonb := '{}';
 BEGIN
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_local_group') IS NULL THEN
-        RAISE EXCEPTION 'Citus is not installed in database "%"', pg_catalog.current_database()
+        RAISE EXCEPTION 'Citus is not installed in this database'
             USING ERRCODE = '0A000',
                   DETAIL = 'idem.citus_node_setup() sets the fence sequences of one node of a Citus cluster.',
                   HINT = 'On a server without Citus, idem needs no setup.';
@@ -3850,7 +3984,7 @@ COMMENT ON FUNCTION idem.citus_node_setup() IS
     'On a Citus node: fence sequences step by 1024 in this node''s residue (its group id), so fences are unique across nodes. Idempotent.';
 REVOKE ALL ON FUNCTION idem.citus_node_setup() FROM PUBLIC;
 
--- ==== Citus: distributing idem's tables (docs/beyond-one-server.md, "Citus") ====
+-- ==== Citus: distributing idem's tables (docs/beyond-one-server.md, "Sharding with Citus") ====
 -- Run once on the coordinator, by a superuser or the owner of idem's
 -- objects: it calls Citus's functions with its caller's rights (it is not
 -- SECURITY DEFINER), so EXECUTE is not granted to anyone. In the caller's
@@ -3909,10 +4043,10 @@ DECLARE
     delegated jsonb := '[]';
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'citus') THEN
-        RAISE EXCEPTION 'Citus is not installed in database "%"', pg_catalog.current_database()
+        RAISE EXCEPTION 'Citus is not installed in this database'
             USING ERRCODE = '0A000',
                   DETAIL = 'idem.citus_distribute() distributes idem''s tables with Citus.',
-                  HINT = 'CREATE EXTENSION citus on every node and add the workers first (docs/beyond-one-server.md, "Citus").';
+                  HINT = 'CREATE EXTENSION citus on every node and add the workers first (docs/beyond-one-server.md, "Sharding with Citus").';
     END IF;
     IF NOT pg_catalog.citus_is_coordinator() THEN
         RAISE EXCEPTION 'idem.citus_distribute() runs on the coordinator'
@@ -3923,7 +4057,7 @@ BEGIN
     END IF;
 
     -- 1. What is in the way, before anything changes.
-    FOR t IN SELECT d.rel::pg_catalog.regclass AS rel, d.col, d.kind, p.partmethod,
+    FOR t IN SELECT d.rel::pg_catalog.regclass AS rel, d.col, d.kind, p.partmethod, p.repmodel,
                     pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) AS partcol,
                     p.colocationid
                FROM (VALUES ('idem.idempotency_request', 'key', 'hash'),
@@ -3948,7 +4082,8 @@ BEGIN
                         WHERE k.logicalrelid OPERATOR(pg_catalog.=) key_table)) THEN
             misdistributed := misdistributed OPERATOR(pg_catalog.||)
                 pg_catalog.format('%s (wanted: hash by %s, colocated with %s)', t.rel, t.col, key_table);
-        ELSIF t.kind OPERATOR(pg_catalog.=) 'reference' AND t.partmethod OPERATOR(pg_catalog.<>) 'n' THEN
+        ELSIF t.kind OPERATOR(pg_catalog.=) 'reference'
+              AND (t.partmethod OPERATOR(pg_catalog.<>) 'n' OR t.repmodel OPERATOR(pg_catalog.<>) 't') THEN
             misdistributed := misdistributed OPERATOR(pg_catalog.||)
                 pg_catalog.format('%s (wanted: a reference table)', t.rel);
         END IF;
@@ -3958,7 +4093,7 @@ BEGIN
                         pg_catalog.array_to_string(holding, ', ')
             USING ERRCODE = '55000',
                   DETAIL = 'Citus would copy the rows into its shards and keep the old copy in the coordinator''s table.',
-                  HINT = 'Move the rows out first: copy them into a table of your own and delete them here, call idem.citus_distribute(), then insert them back through the coordinator (docs/beyond-one-server.md, "Citus").';
+                  HINT = 'Move the rows out first: copy them into a table of your own and delete them here, call idem.citus_distribute(), then insert them back through the coordinator (docs/beyond-one-server.md, "Sharding with Citus").';
     END IF;
     IF pg_catalog.cardinality(misdistributed) OPERATOR(pg_catalog.>) 0 THEN
         RAISE EXCEPTION 'idem''s tables are already distributed otherwise: %',
@@ -4074,5 +4209,136 @@ COMMENT ON FUNCTION idem.citus_distribute() IS
     'On a Citus coordinator: distributes idem''s tables by key, makes the policies reference tables, delegates the calls that take a key and sets fences on every node. For a superuser or the owner of idem''s objects, once; idempotent.';
 REVOKE ALL ON FUNCTION idem.citus_distribute() FROM PUBLIC;
 -- ==== end Citus ====
+
+-- ==== Citus: maintenance and the outbox's calls per shard (DESIGN.md, "Beyond one server") ====
+-- On a Citus node the inbox's and outbox's rows live in shards, and Citus
+-- refuses FOR UPDATE on a distributed table: each purge takes its bounded
+-- batch from the relations idem.local_relations gives (the table itself on
+-- one server; this node's shards otherwise, none on the coordinator) in
+-- turn, at most batch_limit rows in all, each statement reading and
+-- deleting in one relation by name.
+CREATE OR REPLACE FUNCTION idem.purge_consumed(batch_limit integer DEFAULT 10000)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deleted bigint := 0;
+    gone bigint;
+    relation pg_catalog.regclass;
+BEGIN
+    PERFORM idem.check_batch_limit(batch_limit);
+    FOR relation IN SELECT l.r FROM idem.local_relations('idem.consumed_message'::pg_catalog.regclass) AS l(r) LOOP
+        EXIT WHEN deleted OPERATOR(pg_catalog.>=) batch_limit;
+        EXECUTE pg_catalog.format(
+            'WITH doomed AS (
+                SELECT d.ctid AS tid FROM %1$s d
+                 WHERE d.expires_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+                 ORDER BY d.expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+             DELETE FROM %1$s r
+              WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed))', relation)
+          USING batch_limit OPERATOR(pg_catalog.-) deleted;
+        GET DIAGNOSTICS gone = ROW_COUNT;
+        deleted := deleted OPERATOR(pg_catalog.+) gone;
+    END LOOP;
+    RETURN deleted;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION idem.purge_published(batch_limit integer DEFAULT 10000)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    setting text := COALESCE(NULLIF(pg_catalog.current_setting('idem.outbox_retention', true), ''), '7d');
+    deleted bigint := 0;
+    gone bigint;
+    relation pg_catalog.regclass;
+BEGIN
+    PERFORM idem.check_batch_limit(batch_limit);
+    IF setting OPERATOR(pg_catalog.=) '-1' THEN
+        RETURN 0;
+    END IF;
+    FOR relation IN SELECT l.r FROM idem.local_relations('idem.outbox_event'::pg_catalog.regclass) AS l(r) LOOP
+        EXIT WHEN deleted OPERATOR(pg_catalog.>=) batch_limit;
+        EXECUTE pg_catalog.format(
+            'WITH doomed AS (
+                SELECT d.ctid AS tid FROM %1$s d
+                 WHERE d.status OPERATOR(pg_catalog.=) ''published''
+                   AND d.published_at OPERATOR(pg_catalog.<=)
+                       (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) $2::pg_catalog.interval)
+                 ORDER BY d.published_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+             DELETE FROM %1$s r
+              WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed))', relation)
+          USING batch_limit OPERATOR(pg_catalog.-) deleted, setting;
+        GET DIAGNOSTICS gone = ROW_COUNT;
+        deleted := deleted OPERATOR(pg_catalog.+) gone;
+    END LOOP;
+    RETURN deleted;
+END
+$$;
+
+-- outbox_failed as in 1.2, with the event's next availability computed
+-- before its UPDATE (Citus refuses random(), a VOLATILE function, in an
+-- UPDATE's SET, and timestamptz + interval, a STABLE one, on a column
+-- there): its attempt count is read under the lease it is failed under,
+-- and the UPDATE matches only while the event is still leased under that
+-- fence with that count (a lease changes both).
+CREATE OR REPLACE FUNCTION idem.outbox_failed(
+    id bigint, lease_fence bigint, error text, retry_after interval DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    max_attempts integer := COALESCE(NULLIF(pg_catalog.current_setting('idem.outbox_max_attempts', true), ''), '10')::integer;
+    base interval := COALESCE(NULLIF(pg_catalog.current_setting('idem.outbox_backoff_base', true), ''), '1s')::interval;
+    cap interval := COALESCE(NULLIF(pg_catalog.current_setting('idem.outbox_backoff_max', true), ''), '10min')::interval;
+    event_scope text;
+    attempts integer;
+    next_at timestamptz;
+BEGIN
+    -- idem.interval_is_positive is the rule of every interval idem takes
+    -- (section intervals, below); zero is allowed here: retry at once.
+    IF error IS NULL OR error OPERATOR(pg_catalog.=) ''
+       OR NOT idem.interval_is_positive(retry_after, true) THEN
+        RAISE EXCEPTION 'error must be given and retry_after must be finite and not negative'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('outbox_failed(%s): error %L, retry_after %s.', id, error,
+                                             COALESCE(retry_after::text, 'NULL')),
+                  HINT = 'Say why the delivery failed; pass retry_after NULL for the exponential backoff.';
+    END IF;
+    -- An id no event has is a lost lease below, as for a member.
+    SELECT e.scope INTO event_scope FROM idem.outbox_event e
+     WHERE e.id OPERATOR(pg_catalog.=) outbox_failed.id;
+    IF FOUND THEN
+        PERFORM idem.check_scope_owner(event_scope);
+    END IF;
+    SELECT e.attempt_count INTO attempts FROM idem.outbox_event e
+     WHERE e.id OPERATOR(pg_catalog.=) outbox_failed.id
+       AND e.status OPERATOR(pg_catalog.=) 'leased'
+       AND e.lease_fence OPERATOR(pg_catalog.=) outbox_failed.lease_fence;
+    IF FOUND THEN
+        next_at := pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) COALESCE(
+            retry_after,
+            LEAST(cap, base OPERATOR(pg_catalog.*) pg_catalog.power(2, LEAST(attempts OPERATOR(pg_catalog.-) 1, 30)))
+                OPERATOR(pg_catalog.*) (0.5 OPERATOR(pg_catalog.+) (pg_catalog.random() OPERATOR(pg_catalog.*) 0.5)));
+        UPDATE idem.outbox_event e
+           SET status = CASE WHEN attempts OPERATOR(pg_catalog.>=) max_attempts
+                             THEN 'dead'::idem.outbox_status ELSE 'pending'::idem.outbox_status END,
+               available_at = next_at,
+               leased_until = NULL, lease_fence = NULL, last_error = error
+         WHERE e.id OPERATOR(pg_catalog.=) outbox_failed.id
+           AND e.status OPERATOR(pg_catalog.=) 'leased'
+           AND e.lease_fence OPERATOR(pg_catalog.=) outbox_failed.lease_fence
+           AND e.attempt_count OPERATOR(pg_catalog.=) attempts;
+    END IF;
+    IF NOT FOUND THEN
+        PERFORM idem.outbox_lease_lost(id, lease_fence, 'failed');
+    END IF;
+END
+$$;
+-- ==== end Citus maintenance and outbox ====
 UPDATE idem.installed_version SET version = '1.3', installed_at = pg_catalog.now();
 COMMIT;

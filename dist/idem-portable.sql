@@ -601,11 +601,6 @@ DECLARE
     new_expiry timestamptz;
 BEGIN
     now := pg_catalog.clock_timestamp();
-    -- The written values are computed here, not in the statements: Citus
-    -- refuses a VOLATILE function (nextval) in an UPDATE's SET and a
-    -- non-IMMUTABLE one (timestamptz + interval) in a CASE there.
-    new_locked_until := now + portable_claim_once.lock_timeout;
-    new_expiry := CASE WHEN retention IS NULL THEN 'infinity'::timestamptz ELSE now + retention END;
     FOR step IN 1..16 LOOP
         IF looked THEN
             SELECT * INTO r FROM idem.idempotency_request t
@@ -654,12 +649,19 @@ BEGIN
             CONTINUE;
         END IF;
         looked := true;
-        -- A fence for a claim that grants ownership; one that takes a row
-        -- over is above the row's (idem.portable_fence_above).
+        -- What a claim that grants ownership writes, computed here and not
+        -- in its statement: Citus refuses a VOLATILE function (nextval) in
+        -- an UPDATE's SET and a non-IMMUTABLE one (timestamptz + interval)
+        -- in a CASE there. A fence that takes a row over is above the
+        -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
             new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
             IF action <> 'insert' AND new_fence <= r.fence THEN
                 new_fence := idem.portable_fence_above(r.fence);
+            END IF;
+            IF new_locked_until IS NULL THEN
+                new_locked_until := now + portable_claim_once.lock_timeout;
+                new_expiry := CASE WHEN retention IS NULL THEN 'infinity'::timestamptz ELSE now + retention END;
             END IF;
         END IF;
         IF action = 'insert' THEN
@@ -5231,7 +5233,7 @@ REVOKE ALL ON FUNCTION idem.portable_typical_duration(text) FROM PUBLIC;
 -- is generated from the 1.2 base script and this file by the Makefile, so
 -- the two ways to 1.3 build the same schema.
 
--- ==== Citus: tables Citus can distribute (docs/beyond-one-server.md, "Citus") ====
+-- ==== Citus: tables Citus can distribute (docs/beyond-one-server.md, "Sharding with Citus") ====
 -- Citus shards a table by one column and refuses a primary key or unique
 -- constraint that does not contain it. The outbox is distributed by key,
 -- colocated with the key table, so its primary key carries key. id leads:
@@ -5258,7 +5260,8 @@ ALTER TABLE idem.outbox_event
 -- a reference table's one shard on every node that holds a copy). A shard
 -- whose relation is not here (a move's placement not yet switched) is left
 -- out. Citus's catalogs are read only when they exist: PL/pgSQL plans a
--- statement when it first runs, so a server without Citus never plans one.
+-- statement when it first runs, so a server without Citus never plans one
+-- that names them.
 -- Not SECURITY DEFINER: it reads catalogs every role may read; EXECUTE is
 -- for idem's maintenance (the worker, run_maintenance) and operators.
 CREATE FUNCTION idem.local_relations(relation regclass)
@@ -5272,9 +5275,14 @@ BEGIN
     IF relation IS NULL THEN
         RETURN;
     END IF;
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL
-       OR NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
-                       WHERE p.logicalrelid OPERATOR(pg_catalog.=) relation) THEN
+    -- Two statements: PL/pgSQL plans a condition whole, so the one that
+    -- reads Citus's catalog must not be planned where it is missing.
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN NEXT relation;
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                    WHERE p.logicalrelid OPERATOR(pg_catalog.=) relation) THEN
         RETURN NEXT relation;
         RETURN;
     END IF;
@@ -5334,7 +5342,7 @@ DECLARE
     done jsonb := '{}';
 BEGIN
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_local_group') IS NULL THEN
-        RAISE EXCEPTION 'Citus is not installed in database "%"', pg_catalog.current_database()
+        RAISE EXCEPTION 'Citus is not installed in this database'
             USING ERRCODE = '0A000',
                   DETAIL = 'idem.citus_node_setup() sets the fence sequences of one node of a Citus cluster.',
                   HINT = 'On a server without Citus, idem needs no setup.';
@@ -5385,7 +5393,7 @@ COMMENT ON FUNCTION idem.citus_node_setup() IS
     'On a Citus node: fence sequences step by 1024 in this node''s residue (its group id), so fences are unique across nodes. Idempotent.';
 REVOKE ALL ON FUNCTION idem.citus_node_setup() FROM PUBLIC;
 
--- ==== Citus: distributing idem's tables (docs/beyond-one-server.md, "Citus") ====
+-- ==== Citus: distributing idem's tables (docs/beyond-one-server.md, "Sharding with Citus") ====
 -- Run once on the coordinator, by a superuser or the owner of idem's
 -- objects: it calls Citus's functions with its caller's rights (it is not
 -- SECURITY DEFINER), so EXECUTE is not granted to anyone. In the caller's
@@ -5444,10 +5452,10 @@ DECLARE
     delegated jsonb := '[]';
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'citus') THEN
-        RAISE EXCEPTION 'Citus is not installed in database "%"', pg_catalog.current_database()
+        RAISE EXCEPTION 'Citus is not installed in this database'
             USING ERRCODE = '0A000',
                   DETAIL = 'idem.citus_distribute() distributes idem''s tables with Citus.',
-                  HINT = 'CREATE EXTENSION citus on every node and add the workers first (docs/beyond-one-server.md, "Citus").';
+                  HINT = 'CREATE EXTENSION citus on every node and add the workers first (docs/beyond-one-server.md, "Sharding with Citus").';
     END IF;
     IF NOT pg_catalog.citus_is_coordinator() THEN
         RAISE EXCEPTION 'idem.citus_distribute() runs on the coordinator'
@@ -5458,7 +5466,7 @@ BEGIN
     END IF;
 
     -- 1. What is in the way, before anything changes.
-    FOR t IN SELECT d.rel::pg_catalog.regclass AS rel, d.col, d.kind, p.partmethod,
+    FOR t IN SELECT d.rel::pg_catalog.regclass AS rel, d.col, d.kind, p.partmethod, p.repmodel,
                     pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) AS partcol,
                     p.colocationid
                FROM (VALUES ('idem.idempotency_request', 'key', 'hash'),
@@ -5483,7 +5491,8 @@ BEGIN
                         WHERE k.logicalrelid OPERATOR(pg_catalog.=) key_table)) THEN
             misdistributed := misdistributed OPERATOR(pg_catalog.||)
                 pg_catalog.format('%s (wanted: hash by %s, colocated with %s)', t.rel, t.col, key_table);
-        ELSIF t.kind OPERATOR(pg_catalog.=) 'reference' AND t.partmethod OPERATOR(pg_catalog.<>) 'n' THEN
+        ELSIF t.kind OPERATOR(pg_catalog.=) 'reference'
+              AND (t.partmethod OPERATOR(pg_catalog.<>) 'n' OR t.repmodel OPERATOR(pg_catalog.<>) 't') THEN
             misdistributed := misdistributed OPERATOR(pg_catalog.||)
                 pg_catalog.format('%s (wanted: a reference table)', t.rel);
         END IF;
@@ -5493,7 +5502,7 @@ BEGIN
                         pg_catalog.array_to_string(holding, ', ')
             USING ERRCODE = '55000',
                   DETAIL = 'Citus would copy the rows into its shards and keep the old copy in the coordinator''s table.',
-                  HINT = 'Move the rows out first: copy them into a table of your own and delete them here, call idem.citus_distribute(), then insert them back through the coordinator (docs/beyond-one-server.md, "Citus").';
+                  HINT = 'Move the rows out first: copy them into a table of your own and delete them here, call idem.citus_distribute(), then insert them back through the coordinator (docs/beyond-one-server.md, "Sharding with Citus").';
     END IF;
     IF pg_catalog.cardinality(misdistributed) OPERATOR(pg_catalog.>) 0 THEN
         RAISE EXCEPTION 'idem''s tables are already distributed otherwise: %',
@@ -5609,6 +5618,137 @@ COMMENT ON FUNCTION idem.citus_distribute() IS
     'On a Citus coordinator: distributes idem''s tables by key, makes the policies reference tables, delegates the calls that take a key and sets fences on every node. For a superuser or the owner of idem''s objects, once; idempotent.';
 REVOKE ALL ON FUNCTION idem.citus_distribute() FROM PUBLIC;
 -- ==== end Citus ====
+
+-- ==== Citus: maintenance and the outbox's calls per shard (DESIGN.md, "Beyond one server") ====
+-- On a Citus node the inbox's and outbox's rows live in shards, and Citus
+-- refuses FOR UPDATE on a distributed table: each purge takes its bounded
+-- batch from the relations idem.local_relations gives (the table itself on
+-- one server; this node's shards otherwise, none on the coordinator) in
+-- turn, at most batch_limit rows in all, each statement reading and
+-- deleting in one relation by name.
+CREATE OR REPLACE FUNCTION idem.purge_consumed(batch_limit integer DEFAULT 10000)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deleted bigint := 0;
+    gone bigint;
+    relation pg_catalog.regclass;
+BEGIN
+    PERFORM idem.check_batch_limit(batch_limit);
+    FOR relation IN SELECT l.r FROM idem.local_relations('idem.consumed_message'::pg_catalog.regclass) AS l(r) LOOP
+        EXIT WHEN deleted OPERATOR(pg_catalog.>=) batch_limit;
+        EXECUTE pg_catalog.format(
+            'WITH doomed AS (
+                SELECT d.ctid AS tid FROM %1$s d
+                 WHERE d.expires_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+                 ORDER BY d.expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+             DELETE FROM %1$s r
+              WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed))', relation)
+          USING batch_limit OPERATOR(pg_catalog.-) deleted;
+        GET DIAGNOSTICS gone = ROW_COUNT;
+        deleted := deleted OPERATOR(pg_catalog.+) gone;
+    END LOOP;
+    RETURN deleted;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION idem.purge_published(batch_limit integer DEFAULT 10000)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    setting text := COALESCE(NULLIF(pg_catalog.current_setting('idem.outbox_retention', true), ''), '7d');
+    deleted bigint := 0;
+    gone bigint;
+    relation pg_catalog.regclass;
+BEGIN
+    PERFORM idem.check_batch_limit(batch_limit);
+    IF setting OPERATOR(pg_catalog.=) '-1' THEN
+        RETURN 0;
+    END IF;
+    FOR relation IN SELECT l.r FROM idem.local_relations('idem.outbox_event'::pg_catalog.regclass) AS l(r) LOOP
+        EXIT WHEN deleted OPERATOR(pg_catalog.>=) batch_limit;
+        EXECUTE pg_catalog.format(
+            'WITH doomed AS (
+                SELECT d.ctid AS tid FROM %1$s d
+                 WHERE d.status OPERATOR(pg_catalog.=) ''published''
+                   AND d.published_at OPERATOR(pg_catalog.<=)
+                       (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) $2::pg_catalog.interval)
+                 ORDER BY d.published_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+             DELETE FROM %1$s r
+              WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT doomed.tid FROM doomed))', relation)
+          USING batch_limit OPERATOR(pg_catalog.-) deleted, setting;
+        GET DIAGNOSTICS gone = ROW_COUNT;
+        deleted := deleted OPERATOR(pg_catalog.+) gone;
+    END LOOP;
+    RETURN deleted;
+END
+$$;
+
+-- outbox_failed as in 1.2, with the event's next availability computed
+-- before its UPDATE (Citus refuses random(), a VOLATILE function, in an
+-- UPDATE's SET, and timestamptz + interval, a STABLE one, on a column
+-- there): its attempt count is read under the lease it is failed under,
+-- and the UPDATE matches only while the event is still leased under that
+-- fence with that count (a lease changes both).
+CREATE OR REPLACE FUNCTION idem.outbox_failed(
+    id bigint, lease_fence bigint, error text, retry_after interval DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    max_attempts integer := COALESCE(NULLIF(pg_catalog.current_setting('idem.outbox_max_attempts', true), ''), '10')::integer;
+    base interval := COALESCE(NULLIF(pg_catalog.current_setting('idem.outbox_backoff_base', true), ''), '1s')::interval;
+    cap interval := COALESCE(NULLIF(pg_catalog.current_setting('idem.outbox_backoff_max', true), ''), '10min')::interval;
+    event_scope text;
+    attempts integer;
+    next_at timestamptz;
+BEGIN
+    -- idem.interval_is_positive is the rule of every interval idem takes
+    -- (section intervals, below); zero is allowed here: retry at once.
+    IF error IS NULL OR error OPERATOR(pg_catalog.=) ''
+       OR NOT idem.interval_is_positive(retry_after, true) THEN
+        RAISE EXCEPTION 'error must be given and retry_after must be finite and not negative'
+            USING ERRCODE = 'P4004',
+                  DETAIL = pg_catalog.format('outbox_failed(%s): error %L, retry_after %s.', id, error,
+                                             COALESCE(retry_after::text, 'NULL')),
+                  HINT = 'Say why the delivery failed; pass retry_after NULL for the exponential backoff.';
+    END IF;
+    -- An id no event has is a lost lease below, as for a member.
+    SELECT e.scope INTO event_scope FROM idem.outbox_event e
+     WHERE e.id OPERATOR(pg_catalog.=) outbox_failed.id;
+    IF FOUND THEN
+        PERFORM idem.check_scope_owner(event_scope);
+    END IF;
+    SELECT e.attempt_count INTO attempts FROM idem.outbox_event e
+     WHERE e.id OPERATOR(pg_catalog.=) outbox_failed.id
+       AND e.status OPERATOR(pg_catalog.=) 'leased'
+       AND e.lease_fence OPERATOR(pg_catalog.=) outbox_failed.lease_fence;
+    IF FOUND THEN
+        next_at := pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) COALESCE(
+            retry_after,
+            LEAST(cap, base OPERATOR(pg_catalog.*) pg_catalog.power(2, LEAST(attempts OPERATOR(pg_catalog.-) 1, 30)))
+                OPERATOR(pg_catalog.*) (0.5 OPERATOR(pg_catalog.+) (pg_catalog.random() OPERATOR(pg_catalog.*) 0.5)));
+        UPDATE idem.outbox_event e
+           SET status = CASE WHEN attempts OPERATOR(pg_catalog.>=) max_attempts
+                             THEN 'dead'::idem.outbox_status ELSE 'pending'::idem.outbox_status END,
+               available_at = next_at,
+               leased_until = NULL, lease_fence = NULL, last_error = error
+         WHERE e.id OPERATOR(pg_catalog.=) outbox_failed.id
+           AND e.status OPERATOR(pg_catalog.=) 'leased'
+           AND e.lease_fence OPERATOR(pg_catalog.=) outbox_failed.lease_fence
+           AND e.attempt_count OPERATOR(pg_catalog.=) attempts;
+    END IF;
+    IF NOT FOUND THEN
+        PERFORM idem.outbox_lease_lost(id, lease_fence, 'failed');
+    END IF;
+END
+$$;
+-- ==== end Citus maintenance and outbox ====
 
 -- What this SQL-file install is at: one row, moved by each upgrade file.
 CREATE TABLE idem.installed_version (

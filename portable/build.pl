@@ -192,6 +192,13 @@ sub lint {
 # update proper runs on that.
 my %refresh;         # "name symbol" => CREATE OR REPLACE statement
 my @refresh_order;   # keys of %refresh in the order first created
+# CREATE OR REPLACE resets every attribute its statement does not name, so
+# an update script's ALTER FUNCTION of a refreshed function (1.2 made
+# typical_duration SECURITY DEFINER) is replayed after the refresh too:
+# [name, statement], in order. The base script's ALTERs are not needed:
+# they pin search_path, which each refreshed statement names already.
+my @refresh_alters;
+my $collect_alters = 0;   # set while the update scripts are read
 
 sub remember {
     my ($name, $symbol, $statement) = @_;
@@ -205,6 +212,7 @@ sub forget {
     my ($name) = @_;
     for my $key (grep { /^\Q$name\E / } keys %refresh) { delete $refresh{$key}; }
     @refresh_order = grep { exists $refresh{$_} } @refresh_order;
+    @refresh_alters = grep { $_->[0] ne $name } @refresh_alters;
 }
 
 # One C++ script made portable: every LANGUAGE C function gets its body,
@@ -246,6 +254,12 @@ sub portable_script {
                 if $unpinned && $text =~ /^ALTER FUNCTION \Q$name\E\([^;]*\b(?:SET|SECURITY DEFINER)\b/m;
             remember($name, $symbol, join("\n", @out[$start .. $#out]) . "\n");
             next;
+        }
+        my ($altered) = $collect_alters ? $line =~ /^ALTER FUNCTION ([\w.]+)\(/ : ();
+        if (defined $altered && grep { /^\Q$altered\E / } keys %refresh) {
+            my @statement = ($line);
+            for (my $j = $i; $statement[-1] !~ /;\s*$/; ) { push @statement, $lines[++$j]; }
+            push @refresh_alters, [$altered, join("\n", @statement)];
         }
         push @out, $line;
         if (defined $insert{after} && $line =~ $insert{after}[0]) {
@@ -385,6 +399,10 @@ sub refresh_block {
     }
     $block .= "-- ---- the bodies of the C++ engine's LANGUAGE C functions\n";
     $block .= "$refresh{$_}\n" for @refresh_order;
+    if (@refresh_alters) {
+        $block .= "-- ---- attributes the updates gave them after their CREATE\n";
+        $block .= "$_->[1]\n" for @refresh_alters;
+    }
     return $block . "-- ==== the update proper ====\n";
 }
 
@@ -412,6 +430,7 @@ $script{$first} = portable_script($base, slurp($base),
     after => [qr/^CREATE TYPE idem\.claim AS \(/, $after // ''],
     defined $end ? (end => $end) : ());
 my $newest = $first;
+$collect_alters = 1;
 for my $u (updates()) {
     my ($from, $to, $path) = @$u;
     my $refreshed = refresh_block($from);

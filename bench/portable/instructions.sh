@@ -15,6 +15,8 @@
 # WORKLOAD=hot counts a takeover claim of a failed key, a claim that finds
 # it in flight, and mark_failed(retryable) instead (no ref: its claim draws a
 # fence at every call, so its fences cannot be scripted ahead).
+# WORKLOAD=inbox counts consume_once of a new message, its retention from
+# the setting's default (no argument, no policy), instead (no ref).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
@@ -49,7 +51,10 @@ script() {  # database lifecycles -> the statements; fences drawn from 1000001 o
   local s=idem i
   [ "$1" = ref ] && s=ref
   echo "SELECT setval('$s.fence_seq', 1000000);"
-  if [ "$WORKLOAD" = hot ]; then
+  if [ "$WORKLOAD" = inbox ]; then
+    echo "PREPARE i(text) AS SELECT $s.consume_once('inbox', \$1, '$hash');"
+    for ((i = 1; i <= $2; i++)); do echo "EXECUTE i('m$i');"; done
+  elif [ "$WORKLOAD" = hot ]; then
     echo "PREPARE h AS SELECT kind, fence FROM $s.claim_idempotency_key('hot', 'k', '$hash');"
     echo "PREPARE f(bigint) AS SELECT $s.mark_failed('hot', 'k', \$1, true, 'try_again');"
     for ((i = 1; i <= $2; i++)); do echo "EXECUTE h;"; echo "EXECUTE h;"; echo "EXECUTE f($((1000000 + i)));"; done

@@ -27,7 +27,7 @@ if (engine_name() eq 'c++') {
 
 # The distribution: the key table by key; the calls that take a key
 # delegated to its shard, colocated with it.
-is($c->safe_psql('proof', q{SELECT partmethod || ' ' || column_to_column_name(logicalrelid, partkey)
+is($c->safe_psql('proof', q{SELECT partmethod::text || ' ' || column_to_column_name(logicalrelid, partkey)
 	FROM pg_dist_partition WHERE logicalrelid = 'idem.idempotency_request'::regclass}),
 	'h key', 'idem.idempotency_request is hash-distributed by key');
 is($c->safe_psql('proof', q{

@@ -29,6 +29,7 @@ my $c   = $cluster->coordinator;
 my $dsn = $cluster->dsn;
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my $stop_file = "$dir/moves-done";
+my $moves_done = 0;
 my $t0  = now() + 1;
 
 my $dbh = DBI->connect($dsn, '', '', { RaiseError => 0, PrintError => 0, AutoCommit => 1 });
@@ -49,7 +50,8 @@ is(scalar(@groups), IdemCitus::shard_count(), 'the key table has ' . IdemCitus::
 my (%kept, %taken);
 for (my $n = 0; keys(%kept) < @groups || keys(%taken) < @groups; $n++) {
 	my ($shard) = $dbh->selectrow_array(
-		q{SELECT get_shard_id_for_distribution_column('idem.idempotency_request', $1)}, undef, "m$n");
+		q{SELECT get_shard_id_for_distribution_column('idem.idempotency_request', $1::text)}, undef, "m$n");
+	die 'get_shard_id_for_distribution_column: ' . $dbh->errstr if $dbh->err;
 	if (!$kept{$shard}) { $kept{$shard} = { key => "m$n" } }
 	elsif (!$taken{$shard}) { $taken{$shard} = { key => "m$n" } }
 }
@@ -97,7 +99,7 @@ sub move {
 }
 
 my @workers = map { [ undef, $_->host, $_->port ] } $cluster->workers;
-my $moves = sub {
+my $moves_and_checks = sub {
 	Time::HiRes::sleep($t0 + 2 - now()) if $t0 + 2 > now();
 	# Every group to the other worker.
 	my $started = now();
@@ -130,8 +132,15 @@ my $moves = sub {
 		$on_third, now() - $started));
 	cmp_ok($on_third, '>', 0, 'the rebalancer moved shard groups to the third worker');
 	take_over($taken{ $_->[0] }, 'after the rebalance') for grep { $_->[2] == $third->port } @after;
+};
+# The storm ends when the moves are done, or failed.
+my $moves = sub {
+	my $ok = eval { $moves_and_checks->(); 1 };
+	my $error = $@;
 	open my $f, '>', $stop_file or die $!;
 	close $f;
+	die $error unless $ok;
+	$moves_done = 1;
 };
 
 my $failed = run_clients($clients, sub {
@@ -139,11 +148,11 @@ my $failed = run_clients($clients, sub {
 	srand(4000 + $id);
 	my $cl = IdemProof::Client->new(undef, $id, $dir, lock_ms => 500, scope => 'rebalance', dsn => $dsn,
 		$id % 2 ? (effect_call => 'SELECT proof_effect_and_succeed($1, $2, $3, $4, $5::jsonb)') : ());
-	storm_client($cl, t0 => $t0, duration => 600, sweep_end => $t0 + 20, keys => $keys,
+	storm_client($cl, t0 => $t0, duration => 300, sweep_end => $t0 + 20, keys => $keys,
 		window => 20, chaos => 0.02, clients => $clients, stop_file => $stop_file);
 }, $moves);
 is($failed, 0, 'every client got an answer to every request while the shards moved');
-ok(-e $stop_file, 'every move ran');
+ok($moves_done, 'every move ran');
 
 for my $t (values %taken) {
 	is(owner_write(q{SELECT idem.mark_succeeded('moves', $1, $2, 200)}, $t->{key}, $t->{fence}), undef,

@@ -4,9 +4,11 @@
 # writing its effect in the same transaction block (the effects table is
 # colocated, keyed by the message's id): exactly one consumption and one
 # effect per message, every repeat answered false. Outbox: events put in
-# business transactions (outbox_put, with the key), leased and published by
-# two relays racing through the coordinator: every event published exactly
-# once, nothing left to lease; a relay whose lease ran out and was taken is
+# business transactions through the coordinator (outbox_put, delegated by
+# key), leased and published by a relay on each worker (the lease, like
+# maintenance, runs per shard on the node that holds it; the coordinator
+# holds none and leases nothing): every event published exactly once,
+# nothing left to lease; a relay whose lease ran out and was taken is
 # refused with P4012.
 use strict;
 use warnings;
@@ -22,13 +24,16 @@ use List::Util qw(shuffle);
 my $messages = $ENV{CITUS_INBOX_MESSAGES} // 200;
 my $twins    = 4;
 my $events   = $ENV{CITUS_OUTBOX_EVENTS} // 200;
-my $relays   = 2;
 
 my $cluster = start_citus('inbox');
 my $c   = $cluster->coordinator;
 my $dsn = $cluster->dsn;
 my $dir = PostgreSQL::Test::Utils::tempdir;
-sub connect_db { return DBI->connect($dsn, '', '', { RaiseError => 0, PrintError => 0, AutoCommit => 1 }) }
+sub connect_db {
+	my ($node) = @_;
+	my $to = $node ? 'dbi:Pg:dbname=proof;host=' . $node->host . ';port=' . $node->port : $dsn;
+	return DBI->connect($to, '', '', { RaiseError => 0, PrintError => 0, AutoCommit => 1 });
+}
 
 # ---- Inbox ----------------------------------------------------------------
 my $failed = run_clients($twins, sub {
@@ -90,9 +95,12 @@ for my $n (0 .. $events - 1) {
 is($dbh->selectrow_array(q{SELECT count(*) FROM idem.outbox_event WHERE status = 'pending'}), $events,
 	"$events events put, pending");
 
-$failed = run_clients($relays, sub {
+is_deeply($dbh->selectall_arrayref(q{SELECT id FROM idem.outbox_lease(20, '30 seconds')}), [],
+	'the coordinator holds no shard of the outbox: it leases nothing');
+my @workers = $cluster->workers;
+$failed = run_clients(scalar(@workers), sub {
 	my ($id) = @_;
-	my $r = connect_db() or die $DBI::errstr;
+	my $r = connect_db($workers[$id]) or die $DBI::errstr;
 	open my $log, '>', "$dir/relay-$id" or die $!;
 	my $idle = 0;
 	while ($idle < 3) {
@@ -107,10 +115,10 @@ $failed = run_clients($relays, sub {
 	}
 	close $log;
 });
-is($failed, 0, 'both relays ran until nothing was left to lease');
+is($failed, 0, 'a relay on each worker ran until nothing was left to lease there');
 my %published;
 my $refused = 0;
-for my $id (0 .. $relays - 1) {
+for my $id (0 .. $#workers) {
 	open my $f, '<', "$dir/relay-$id" or die $!;
 	while (<$f>) { $published{$1}++ if /^published (\d+)/; $refused++ if /^refused/; }
 }
@@ -122,19 +130,24 @@ is($dbh->selectrow_array(q{SELECT count(*) FROM idem.outbox_event WHERE status =
 
 # A lease that ran out and was taken: the first relay is refused.
 $dbh->do(q{SELECT idem.outbox_put('orders', 'order-late', 'order.created', '{}')});
-my ($event, $fence1) = $dbh->selectrow_array(q{SELECT id, lease_fence FROM idem.outbox_lease(1, '1 second')});
+my $port = $c->safe_psql('proof', q{SELECT nodeport FROM pg_dist_placement JOIN pg_dist_node USING (groupid)
+	WHERE shardid = get_shard_id_for_distribution_column('idem.outbox_event', 'order-late'::text)});
+my ($holder) = grep { $_->port == $port } @workers;
+my $w = connect_db($holder);
+my ($event, $fence1) = $w->selectrow_array(q{SELECT id, lease_fence FROM idem.outbox_lease(1, '1 second')});
 ok($event, 'a new event is leased');
 my $again = poll_until('the lease to run out and the event to be leased again', sub {
-	my @row = $dbh->selectrow_array(q{SELECT id, lease_fence FROM idem.outbox_lease(1, '30 seconds')});
+	my @row = $w->selectrow_array(q{SELECT id, lease_fence FROM idem.outbox_lease(1, '30 seconds')});
 	return @row ? \@row : undef;
 }, 0.1);
 is($again && $again->[0], $event, 'once its lease ran out, another relay leases it');
 cmp_ok($again ? $again->[1] : 0, '>', $fence1, '... under a higher lease fence');
-$dbh->do(q{SELECT idem.outbox_published($1, $2)}, undef, $event, $fence1);
-is($dbh->state, 'P4012', "the first relay's published is refused with P4012");
-$dbh->do(q{SELECT idem.outbox_published($1, $2)}, undef, @$again);
-is($dbh->err, undef, "the second relay's published is accepted");
-note("citus outbox: $events events put by key through the coordinator, $relays relays: published "
+$w->do(q{SELECT idem.outbox_published($1, $2)}, undef, $event, $fence1);
+is($w->state, 'P4012', "the first relay's published is refused with P4012");
+$w->do(q{SELECT idem.outbox_published($1, $2)}, undef, @$again);
+is($w->err, undef, "the second relay's published is accepted");
+$w->disconnect;
+note("citus outbox: $events events put by key through the coordinator, a relay on each worker: published "
 	  . scalar(keys %published) . ', twice ' . scalar(grep { $_ > 1 } values %published));
 
 $dbh->disconnect;

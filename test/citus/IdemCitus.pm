@@ -84,18 +84,28 @@ SQL
 
 # A node of the cluster: Citus (and idem's library on the C++ engine)
 # preloaded, wal_level logical (shard moves use logical replication),
-# prepared transactions for Citus's two-phase commits.
+# prepared transactions for Citus's two-phase commits. The first node's
+# data directory, made by initdb and configured, is copied (cold, before
+# its first start) into each node after it: initdb is most of a node's
+# start-up, and the test command's time is short.
 sub new_node {
 	my ($name, $port, %opt) = @_;
 	my $portable = IdemProof::portable_engine();
 	my @install = $portable && $ENV{IDEM_PORTABLE_BIN}
 	  ? (install_path => File::Basename::dirname($ENV{IDEM_PORTABLE_BIN})) : ();
 	my $node = PostgreSQL::Test::Cluster->new($name, port => $port, @install);
-	$node->init;
-	my $preload = $portable ? 'citus' : 'citus, idem';
-	my $fsync = $opt{fsync} ? 'on' : 'off';
-	my $shards = shard_count();
-	$node->append_conf('postgresql.conf', <<"CONF");
+	if ($opt{template}) {
+		$node->init_from_backup($opt{template}, 'template');
+	} else {
+		$node->init;
+		my $preload = $portable ? 'citus' : 'citus, idem';
+		my $shards = shard_count();
+		my $fsync = $opt{fsync} ? 'on' : 'off';
+		# The nodes listen on a socket directory only (no TCP port that other
+		# runs on the machine could hold): Citus's connections to a node
+		# itself (shard moves) go there too.
+		my $host = $node->host;
+		$node->append_conf('postgresql.conf', <<"CONF");
 shared_preload_libraries = '$preload'
 wal_level = logical
 max_connections = 150
@@ -107,7 +117,10 @@ fsync = $fsync
 restart_after_crash = on
 log_statement = none
 citus.shard_count = $shards
+citus.local_hostname = '$host'
 CONF
+		$node->backup_fs_cold('template');
+	}
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE DATABASE proof');
 	$node->safe_psql('proof', 'CREATE EXTENSION citus');
@@ -119,8 +132,8 @@ CONF
 sub start_citus {
 	my ($name, %opt) = @_;
 	my $workers = $opt{workers} // 2;
-	my $self = bless { name => $name, fsync => $opt{fsync}, workers => [], next_port => 1 }, __PACKAGE__;
-	$self->{coordinator} = new_node("${name}_coordinator", port_of(0), %opt);
+	my $self = bless { name => $name, workers => [], next_port => 1 }, __PACKAGE__;
+	$self->{coordinator} = new_node("${name}_coordinator", port_of(0), fsync => $opt{fsync});
 	my $c = $self->{coordinator};
 	$c->safe_psql('proof', sprintf(q{SELECT citus_set_coordinator_host('%s', %d)}, $c->host, $c->port));
 	$self->add_worker for 1 .. $workers;
@@ -143,7 +156,7 @@ sub dsn { return 'dbi:Pg:dbname=proof;host=' . $_[0]{coordinator}->host . ';port
 sub add_worker {
 	my ($self) = @_;
 	my $n = $self->{next_port}++;
-	my $node = new_node("$self->{name}_worker$n", port_of($n), fsync => $self->{fsync});
+	my $node = new_node("$self->{name}_worker$n", port_of($n), template => $self->{coordinator});
 	$self->{coordinator}->safe_psql('proof',
 		sprintf(q{SELECT citus_add_node('%s', %d)}, $node->host, $node->port));
 	push @{ $self->{workers} }, $node;

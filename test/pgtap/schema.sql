@@ -1,6 +1,6 @@
 -- The installed objects, their types and signatures, and their privileges.
 BEGIN;
-SELECT plan(128);
+SELECT plan(139);
 
 SELECT has_schema('idem');
 -- Two ways in: CREATE EXTENSION (the C++ engine, or the portable one through
@@ -120,6 +120,22 @@ SELECT function_returns('idem', 'run_maintenance', ARRAY[]::text[], 'jsonb');
 SELECT is_definer('idem', 'run_maintenance', ARRAY[]::text[]);
 SELECT ok(NOT has_function_privilege('public', 'idem.run_maintenance()', 'EXECUTE'),
           'run_maintenance is not granted to PUBLIC');
+-- 1.3: Citus. An operator's calls that run with their caller's rights, and
+-- maintenance's list of the relations a node holds.
+SELECT function_returns('idem', 'citus_distribute', ARRAY[]::text[], 'jsonb');
+SELECT isnt_definer('idem', 'citus_distribute', ARRAY[]::text[]);
+SELECT function_privs_are('idem', 'citus_distribute', ARRAY[]::text[], 'public', ARRAY[]::text[], 'PUBLIC cannot distribute');
+SELECT function_returns('idem', 'citus_node_setup', ARRAY[]::text[], 'jsonb');
+SELECT isnt_definer('idem', 'citus_node_setup', ARRAY[]::text[]);
+SELECT function_privs_are('idem', 'citus_node_setup', ARRAY[]::text[], 'public', ARRAY[]::text[], 'PUBLIC cannot set up a node');
+SELECT function_returns('idem', 'local_relations', ARRAY['regclass'], 'setof regclass');
+SELECT isnt_definer('idem', 'local_relations', ARRAY['regclass']);
+SELECT function_privs_are('idem', 'local_relations', ARRAY['regclass'], 'public', ARRAY[]::text[], 'PUBLIC cannot list local relations');
+SELECT is((SELECT array_agg(p.proconfig[1] ORDER BY p.proname) FROM pg_proc p
+            WHERE p.oid IN ('idem.citus_distribute()'::regprocedure, 'idem.citus_node_setup()'::regprocedure,
+                            'idem.local_relations(regclass)'::regprocedure)),
+  ARRAY['search_path=pg_catalog, pg_temp', 'search_path=pg_catalog, pg_temp', 'search_path=pg_catalog, pg_temp'],
+  'the Citus functions run under search_path = pg_catalog, pg_temp');
 -- 1.2: the calls adapters need, request-path definers.
 SELECT function_returns('idem', 'release', ARRAY['text', 'text', 'bigint'], 'void');
 SELECT is(pg_get_function_arguments('idem.release'::regproc),
@@ -176,6 +192,7 @@ SELECT function_privs_are('idem', 'stored_answer', ARRAY['text', 'text'], 'publi
 -- ==== inbox: consume-once and the outbox (docs/contract.md "Version 1.1") ====
 SELECT has_table('idem', 'consumed_message', 'the inbox table');
 SELECT has_table('idem', 'outbox_event', 'the outbox table');
+SELECT col_is_pk('idem', 'outbox_event', ARRAY['id', 'key'], 'the outbox''s primary key is (id, key): it carries the key Citus distributes by');
 SELECT has_function('idem', 'consume_once', ARRAY['text', 'text', 'text', 'interval']);
 SELECT function_returns('idem', 'consume_once', ARRAY['text', 'text', 'text', 'interval'], 'boolean');
 SELECT is(pg_get_function_arguments('idem.consume_once'::regproc),

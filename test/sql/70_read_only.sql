@@ -84,6 +84,9 @@ INSERT INTO ro_calls (fn, call) VALUES
   ('outbox_failed', $$SELECT idem.outbox_failed(id, lease_fence, 'down') FROM idem.outbox_event WHERE event_type = 'ro.leased'$$),
   ('purge_published', $$SELECT idem.purge_published()$$),
   ('run_maintenance', $$SELECT idem.run_maintenance()$$),
+  -- Citus's: without Citus they refuse (0A000) before anything else
+  ('citus_distribute', $$SELECT idem.citus_distribute()$$),
+  ('citus_node_setup', $$SELECT idem.citus_node_setup()$$),
   -- the triggers of idem.scope_policy run only on its writes
   ('scope_policy_check_completer', $$INSERT INTO idem.scope_policy (scope, max_attempts) VALUES ('ro', 3) RETURNING scope$$),
   ('scope_policy_changed', $$UPDATE idem.scope_policy SET max_attempts = 4 RETURNING scope$$),

@@ -81,10 +81,11 @@ sub check_storm {
 		    FROM idem.idempotency_request WHERE scope = $1}, undef, $scope);
 	Test::More::is($rows,      $keys, "$keys keys exist");
 	Test::More::is($succeeded, $keys, 'every key succeeded');
-	my ($effects, $keys_with_effects, $doubled) = $dbh->selectrow_array(
-		q{SELECT count(*), count(DISTINCT key),
-		         (SELECT count(*) FROM (SELECT key FROM effects GROUP BY key HAVING count(*) > 1) d)
-		    FROM effects});
+	# One statement a count, no subquery in a select list: Citus (test/citus)
+	# cannot run those on distributed tables.
+	my ($effects, $keys_with_effects) = $dbh->selectrow_array(q{SELECT count(*), count(DISTINCT key) FROM effects});
+	my ($doubled) = $dbh->selectrow_array(
+		q{SELECT count(*) FROM (SELECT key FROM effects GROUP BY key HAVING count(*) > 1) d});
 	Test::More::is($effects, $keys, 'exactly one effect per key in total');
 	Test::More::is($doubled, 0,     'no key has two effects');
 	my ($matching) = $dbh->selectrow_array(
@@ -147,13 +148,14 @@ sub check_zombies {
 	Test::More::is(scalar(grep { ($succeeded{$_}[0] // 0) != $max_fence{$_} } keys %claims), 0,
 		'each success was written with the newest fence of its key');
 
-	my ($rows, $done, $effects, $doubled, $matching) = $dbh->selectrow_array(q{
-		SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),
-		       (SELECT count(*) FROM effects),
-		       (SELECT count(*) FROM (SELECT key FROM effects GROUP BY key HAVING count(*) > 1) d),
-		       (SELECT count(*) FROM effects e JOIN idem.idempotency_request r USING (scope, key)
-		         WHERE r.fence = e.fence AND r.result_ref_id = e.id::text)
-		  FROM idem.idempotency_request WHERE scope = $1}, undef, $scope);
+	# One statement a count, as check_storm's.
+	my ($rows, $done) = $dbh->selectrow_array(q{SELECT count(*), count(*) FILTER (WHERE status = 'succeeded')
+		FROM idem.idempotency_request WHERE scope = $1}, undef, $scope);
+	my ($effects) = $dbh->selectrow_array(q{SELECT count(*) FROM effects});
+	my ($doubled) = $dbh->selectrow_array(
+		q{SELECT count(*) FROM (SELECT key FROM effects GROUP BY key HAVING count(*) > 1) d});
+	my ($matching) = $dbh->selectrow_array(q{SELECT count(*) FROM effects e JOIN idem.idempotency_request r
+		USING (scope, key) WHERE r.fence = e.fence AND r.result_ref_id = e.id::text});
 	Test::More::is($rows, $keys, 'every key touched has a row');
 	Test::More::is($done, $keys, 'every key succeeded');
 	Test::More::is($effects, $keys, 'one effect per key in total');
