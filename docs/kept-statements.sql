@@ -549,6 +549,10 @@ FROM pg_catalog.pg_class c
 LEFT JOIN idem.scope_owner o ON true
 WHERE c.oid OPERATOR(pg_catalog.=) $1;
 
+-- owner_rows
+SELECT $1, o.scope_prefix, o.owner::pg_catalog.oid
+FROM idem.scope_owner o;
+
 -- exhaust_attempts
 WITH done AS (
   SELECT s.ctid AS tid

@@ -10,6 +10,7 @@
 #include "policy/scope_owner.hpp"
 
 #include "pg/catalog_cache.hpp"
+#include "pg/citus.hpp"
 #include "pg/guard.hpp"
 #include "pg/message_text.hpp"
 #include "pg/settings.hpp"
@@ -19,6 +20,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "catalog/pg_class.h"
 #include "utils/acl.h"
 #include "utils/inval.h"
 }
@@ -39,6 +41,15 @@ uint64 owner_changes() {
   return catalog_cache::relation_changes(catalog_cache::IdemRelation::scope_owner);
 }
 
+// The owner of the relation, InvalidOid when it is gone.
+Oid relation_owner(Oid relation) {
+  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relation));
+  if (!HeapTupleIsValid(tuple)) return InvalidOid;
+  Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+  ReleaseSysCache(tuple);
+  return owner;
+}
+
 void load_owners() {
   uint64 started_at = owner_changes();
   begin_scope_owners();
@@ -55,12 +66,18 @@ void load_owners() {
     // snapshot saw; a change committed after it sends its invalidation
     // after started_at, and the next check loads again.
     Datum params[1] = {ObjectIdGetDatum(table)};
-    uint64 rows = spi_run_latest(&session, Statement::owner_load, params, nullptr);
+    // On Citus the table is a reference table, and Citus refuses its join
+    // with pg_class inside a delegated call (a distributed query nested in
+    // one on a shard): its rows are read alone, the owner from the catalog.
+    bool on_citus = citus::is_citus_table(catalog_cache::IdemRelation::scope_owner);
+    if (on_citus) table_owner = relation_owner(table);
+    uint64 rows = spi_run_latest(&session, on_citus ? Statement::owner_rows : Statement::owner_load,
+                                 params, nullptr);
     for (uint64 row = 0; row < rows; ++row) {
       Datum values[owner_columns];
       bool nulls[owner_columns];
       spi_copy_row(&session, row, owner_columns, values, nulls);
-      table_owner = DatumGetObjectId(values[0]);
+      if (!on_citus) table_owner = DatumGetObjectId(values[0]);
       if (nulls[1]) continue;  // an empty table: the one row of the outer join
       const text *prefix = DatumGetTextPP(values[1]);
       add_scope_owner(VARDATA_ANY(prefix), VARSIZE_ANY_EXHDR(prefix),
