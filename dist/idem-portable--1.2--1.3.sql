@@ -3840,7 +3840,7 @@ ALTER TABLE idem.outbox_event
     ADD CONSTRAINT outbox_event_pkey PRIMARY KEY (id, key);
 -- ==== end Citus tables ====
 
--- ==== Citus: the relations a node maintains (DESIGN.md, "Beyond one server") ====
+-- ==== Citus: the relations a node maintains (docs/contract.md, "Beyond one server") ====
 -- On a Citus node a distributed table's own relation is an empty shell: its
 -- rows live in shards (idem.idempotency_request_102008, ...), each on the
 -- node its placement names. Maintenance (sweep, purges, completers, the
@@ -4210,7 +4210,7 @@ COMMENT ON FUNCTION idem.citus_distribute() IS
 REVOKE ALL ON FUNCTION idem.citus_distribute() FROM PUBLIC;
 -- ==== end Citus ====
 
--- ==== Citus: maintenance and the outbox's calls per shard (DESIGN.md, "Beyond one server") ====
+-- ==== Citus: maintenance and the outbox's calls per shard (docs/contract.md, "Beyond one server") ====
 -- On a Citus node the inbox's and outbox's rows live in shards, and Citus
 -- refuses FOR UPDATE on a distributed table: each purge takes its bounded
 -- batch from the relations idem.local_relations gives (the table itself on

@@ -1,7 +1,7 @@
 -- A fence issued for an existing row is above the row's fence even when
 -- the sequence is behind it: on Citus each node draws from its own
 -- sequence (INCREMENT BY 1024, values congruent to the node's group id;
--- DESIGN.md "Beyond one server"), and a key whose shard came from a node
+-- docs/contract.md "Beyond one server"), and a key whose shard came from a node
 -- whose sequence ran ahead holds a fence above this node's next value.
 -- The fence is then the smallest value above the row's of this node's
 -- class, and the sequence moves up so it never issues that value again.
