@@ -139,7 +139,12 @@ sub start_citus {
 	$self->add_worker for 1 .. $workers;
 	$self->install_idem;
 	$self->distribute;
-	$c->safe_psql('proof', $effects_sql);
+	# The portable engine's calls write as idem_owner: the application's
+	# rows written in the same transaction block must be too (Citus refuses
+	# a second role's writes to placements one role wrote in a block;
+	# docs/beyond-one-server.md, "Known defects"), so its clients log in as
+	# idem_owner and the business table is idem_owner's.
+	$c->safe_psql('proof', (IdemProof::portable_engine() ? 'SET ROLE idem_owner; ' : '') . $effects_sql);
 	return $self;
 }
 
@@ -148,7 +153,11 @@ sub workers     { return @{ $_[0]{workers} }; }
 sub nodes       { return ($_[0]{coordinator}, @{ $_[0]{workers} }); }
 
 # The coordinator's "proof", for IdemProof::Client's dsn.
-sub dsn { return 'dbi:Pg:dbname=proof;host=' . $_[0]{coordinator}->host . ';port=' . $_[0]{coordinator}->port; }
+# With the portable engine, as idem_owner (above).
+sub dsn {
+	return 'dbi:Pg:dbname=proof;host=' . $_[0]{coordinator}->host . ';port=' . $_[0]{coordinator}->port
+	  . (IdemProof::portable_engine() ? ';user=idem_owner' : '');
+}
 
 # A new worker on the next port, added to the cluster (citus_add_node);
 # once idem is installed, idem.citus_node_setup() runs on it as the
