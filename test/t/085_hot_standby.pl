@@ -165,6 +165,10 @@ my %reads = (
 		[ q{SELECT count(*) FROM idem.worker_status() WHERE database = 'postgres'}, '1' ]
 	],
 	check_batch_limit => [ [ q{SELECT idem.check_batch_limit(10)}, '' ] ],
+	local_relations => [
+		[ q{SELECT string_agg(r::text, ' ') FROM idem.local_relations('idem.idempotency_request') r},
+			'idem.idempotency_request' ]
+	],
 	check_scope_owner => [ [ q{SELECT idem.check_scope_owner('s')}, '' ] ],
 	may_use_scope => [ [ q{SELECT idem.may_use_scope('s'), idem.may_use_scope(NULL)}, 't|f' ] ],
 	interval_is_positive => [
@@ -197,7 +201,13 @@ my %not_called = (
 	scope_owner_audit => 'trigger',
 	outbox_lease_lost => 'raises the error it reports',
 	stats_reset => 'shared memory of this server',
+	citus_distribute => 'Citus only (below: 0A000 without it, before any write)',
+	citus_node_setup => 'Citus only (below: 0A000 without it, before any write)',
 );
+for my $function (qw(citus_distribute citus_node_setup))
+{
+	is(on_standby("SELECT idem.$function()"), '0A000', "$function refuses with 0A000 without Citus, on the standby too");
+}
 is( on_standby(q{INSERT INTO idem.scope_policy (scope, lock_timeout) VALUES ('p', interval '1 minute')}),
 	'25006', 'a scope policy cannot be written on the standby');
 
