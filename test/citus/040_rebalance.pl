@@ -100,7 +100,12 @@ sub move {
 
 my @workers = map { [ undef, $_->host, $_->port ] } $cluster->workers;
 my $moves_and_checks = sub {
-	Time::HiRes::sleep($t0 + 2 - now()) if $t0 + 2 > now();
+	# The moves start once the storm holds keys in flight (what they must
+	# carry across), not after a fixed pause.
+	poll_until('keys processing under the storm', sub {
+		$c->safe_psql('proof', q{SELECT count(*) > 0 FROM idem.idempotency_request
+			WHERE scope = 'rebalance' AND status = 'processing'}) eq 't';
+	}, 0.05) or die 'the storm put no key in flight';
 	# Every group to the other worker.
 	my $started = now();
 	for my $g (@groups) {
