@@ -209,3 +209,37 @@ stop_servers_under() {  # dir
   done < <(find "$1" -name postmaster.pid 2>/dev/null)
   return 0
 }
+
+# A Citus cluster on this machine: a coordinator in $dir/node0 on $port and
+# $workers workers in $dir/node1.. on the next ports, each a start_cluster
+# (its own socket directory, no TCP port) with Citus and idem preloaded and
+# the further postgresql.conf lines given; database $db with Citus on every
+# node, the workers added. PGBIN's installation must hold Citus (a private
+# copy with the staged Citus tree copied in: test/citus.sh, bench/citus/run).
+# Leaves PGHOST/PGPORT at the coordinator.
+start_citus_cluster() {  # dir port workers db [conf lines...]
+  local dir=$1 port=$2 workers=$3 db=$4 n
+  shift 4
+  for ((n = 0; n <= workers; n++)); do
+    mkdir -p "$dir/node$n"
+    [ "$(id -u)" -eq 0 ] && chown postgres "$dir/node$n"
+    # Citus reaches each node, itself included, by its socket directory.
+    start_cluster "$dir/node$n" $((port + n)) "shared_preload_libraries = 'citus, idem'" \
+      "max_prepared_transactions = 100" "citus.local_hostname = '$dir/node$n/socket'" "$@" || return
+    psql -qX -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $db" &&
+      psql -qX -v ON_ERROR_STOP=1 -d "$db" -c 'CREATE EXTENSION citus' || return
+  done
+  export PGHOST=$dir/node0/socket PGPORT=$port
+  psql -qAtX -v ON_ERROR_STOP=1 -d "$db" \
+    -c "SELECT citus_set_coordinator_host('$dir/node0/socket', $port)" >/dev/null || return
+  for ((n = 1; n <= workers; n++)); do
+    psql -qAtX -v ON_ERROR_STOP=1 -d "$db" \
+      -c "SELECT citus_add_node('$dir/node$n/socket', $((port + n)))" >/dev/null || return
+  done
+}
+
+stop_citus_cluster() {  # dir
+  local node
+  for node in "$1"/node*; do [ -d "$node" ] && stop_cluster "$node"; done
+  return 0
+}
