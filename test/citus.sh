@@ -41,13 +41,33 @@ citus_run() {  # suite engine install-root
   st=${PIPESTATUS[0]}
   if [ "$st" -ne 0 ]; then
     tap_failure_summary "$log"
-    for f in $(sed -n '/^Test Summary Report/,$p' "$log" | grep -oE '^test/citus/[^ ]+\.pl'); do
-      name=$(basename "$f" .pl)
-      echo "  tail of $testdir/tmp_check/log/regress_log_$name:"
-      tail -n 25 "$testdir/tmp_check/log/regress_log_$name" 2>/dev/null | sed 's/^/    /'
-    done
+    tap_failure_logs "$log" test/citus/ "$testdir/tmp_check/log"
   fi
   tally_tap "$suite" "$log" "$st"
+}
+
+# bench/citus/run in smoke mode on the C++ engine's copy, so that the
+# benchmark keeps working: once, on the host's PostgreSQL, like the other
+# benchmarks' smoke tests (test/extra.d/bench_smoke.sh); about 20 s.
+bench_citus_smoke() {  # install-root
+  local bin log=$WORKDIR/bench_citus_smoke.log line st=0 p f
+  bin=$1$("$PG_CONFIG" --bindir)
+  begin "bench_citus_smoke (bench/citus/run --smoke: one node against a coordinator and two workers)"
+  bounded_as_user 300 env PATH="$bin:$PATH" TMPDIR="$WORKDIR" IDEM_BENCH_PORT="$CITUS_PORT_BASE" \
+    bash bench/citus/run --smoke --installed >"$log" 2>&1 || st=$?
+  line=$(grep -E '^bench_citus_smoke: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+  p=$(echo "$line" | awk '{print $2}')
+  f=$(echo "$line" | awk '{print $4}')
+  [ -n "$line" ] || { p=0; f=1; }
+  [ $st -eq 0 ] || [ "$f" -gt 0 ] || f=1
+  if [ "$f" -gt 0 ]; then
+    grep -E '^FAILED' "$log" | sed 's/^/    /'
+    echo "  tail of $log:"
+    tail -n 25 "$log" | sed 's/^/    /'
+  else
+    echo "    $line"
+  fi
+  tally bench_citus_smoke "$p" "$f"
 }
 
 if wanted citus; then
@@ -75,6 +95,7 @@ if wanted citus; then
       tally citus-setup 1 0
       citus_run citus c++ "$WORKDIR/citus-install"
       citus_run citus-portable portable "$WORKDIR/citus-portable-install"
+      [ "$PRIVATE" -eq 1 ] && bench_citus_smoke "$WORKDIR/citus-install"
     else
       tail -n 30 "$log" | sed 's/^/    /'
       echo "  the Citus suites' setup failed (log: $log)"

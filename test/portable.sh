@@ -283,11 +283,7 @@ if portable_any_wanted; then
     st=${PIPESTATUS[0]}
     if [ "$st" -ne 0 ]; then
       tap_failure_summary "$log"
-      for f in $(sed -n '/^Test Summary Report/,$p' "$log" | grep -oE '^test/portable/t/[^ ]+\.pl'); do
-        name=$(basename "$f" .pl)
-        echo "  tail of $WORKDIR/portable-tap/tmp_check/log/regress_log_$name:"
-        tail -n 25 "$WORKDIR/portable-tap/tmp_check/log/regress_log_$name" 2>/dev/null | sed 's/^/    /'
-      done
+      tap_failure_logs "$log" test/portable/t/ "$WORKDIR/portable-tap/tmp_check/log"
     fi
     tally_tap portable-install "$log" "$st"
   fi

@@ -173,6 +173,17 @@ tap_failure_summary() {  # log
   sed -n '/^Test Summary Report/,/^Files=/p' "$1" | grep -v '^Files=' | sed 's/^/    /'
 }
 
+# The last lines of the log of each file prove's summary names as failed
+# (PostgreSQL::Test::Utils writes LOGDIR/regress_log_NAME).
+tap_failure_logs() {  # log file-prefix logdir
+  local f name
+  for f in $(sed -n '/^Test Summary Report/,$p' "$1" | grep -oE "^$2[^ ]+\.pl"); do
+    name=$(basename "$f" .pl)
+    echo "  tail of $3/regress_log_$name:"
+    tail -n 25 "$3/regress_log_$name" 2>/dev/null | sed 's/^/    /'
+  done
+}
+
 wanted regress && installcheck_suite regress ISOLATION .
 wanted isolation && installcheck_suite isolation REGRESS output_iso
 
@@ -327,11 +338,7 @@ if wanted tap && compgen -G "test/t/*.pl" >/dev/null; then
       echo "  tail of $TREE/$newest (the file running when it stopped):"
       tail -n 25 "$newest" | sed 's/^/    /'
     fi
-    for f in $(sed -n '/^Test Summary Report/,$p' "$log" | grep -oE '^test/t/[^ ]+\.pl'); do
-      name=$(basename "$f" .pl)
-      echo "  tail of $TREE/tmp_check/log/regress_log_$name:"
-      tail -n 25 "tmp_check/log/regress_log_$name" 2>/dev/null | sed 's/^/    /'
-    done
+    tap_failure_logs "$log" test/t/ "$TREE/tmp_check/log"
   fi
   tally_tap tap "$log" "$st"
 fi

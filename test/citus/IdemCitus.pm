@@ -69,15 +69,8 @@ CREATE TABLE effects (
     at     timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (key, id));
 SELECT create_distributed_table('effects', 'key', colocate_with => 'idem.idempotency_request');
-CREATE FUNCTION proof_effect_and_succeed(scope text, key text, fence bigint, client int, body jsonb)
-RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE effect bigint;
-BEGIN
-    INSERT INTO effects (scope, key, fence, client) VALUES (scope, key, fence, client)
-        RETURNING id INTO effect;
-    PERFORM idem.mark_succeeded(scope, key, fence, 200, body, 'effect', effect::text);
-    RETURN effect;
-END $$;
+SQL
+$effects_sql .= IdemProof::effect_function_sql() . <<'SQL';
 SELECT create_distributed_function('proof_effect_and_succeed(text, text, bigint, int, jsonb)',
     distribution_arg_name => 'key', colocate_with => 'idem.idempotency_request');
 SQL

@@ -22,27 +22,15 @@ sub port_of {
 	return $base + $n;
 }
 
-# The function the storm's owner calls on the key's shard: the effect and
-# mark_succeeded in one transaction (the proxy calls it by name).
-my $effect_sql = <<'SQL';
-CREATE FUNCTION proof_effect_and_succeed(scope text, key text, fence bigint, client int, body jsonb)
-RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE effect bigint;
-BEGIN
-    INSERT INTO effects (scope, key, fence, client) VALUES (scope, key, fence, client)
-        RETURNING id INTO effect;
-    PERFORM idem.mark_succeeded(scope, key, fence, 200, body, 'effect', effect::text);
-    RETURN effect;
-END $$;
-SQL
-
 # $count shard clusters named "$prefix$i" on ports port_of($first + $i).
 sub start_shards {
 	my ($prefix, $count, $first, %opt) = @_;
 	my @shards;
 	for my $i (0 .. $count - 1) {
 		my $node = start_node("$prefix$i", %opt, port => port_of($first + $i));
-		$node->safe_psql('proof', $effect_sql);
+		# The function the storm's owner calls on the key's shard (the proxy
+		# calls it by name).
+		$node->safe_psql('proof', IdemProof::effect_function_sql());
 		push @shards, $node;
 	}
 	return @shards;

@@ -206,6 +206,24 @@ CREATE TABLE effects (
 SQL
 }
 
+# The application's function that writes a request's effect and its key's
+# outcome in one transaction, on the node that holds the key (a PL/Proxy
+# shard: test/cluster/IdemCluster.pm; a Citus worker, delegated by key:
+# test/citus/IdemCitus.pm). Returns the effect's id.
+sub effect_function_sql {
+	return <<'SQL';
+CREATE FUNCTION proof_effect_and_succeed(scope text, key text, fence bigint, client int, body jsonb)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE effect bigint;
+BEGIN
+    INSERT INTO effects (scope, key, fence, client) VALUES (scope, key, fence, client)
+        RETURNING id INTO effect;
+    PERFORM idem.mark_succeeded(scope, key, fence, 200, body, 'effect', effect::text);
+    RETURN effect;
+END $$;
+SQL
+}
+
 # The keys of $scope and the effects in one database, added to the hashes
 # given (so a sharded run reads every shard into the same ones): row by key,
 # effect by "key id" (ids are per database), effects count by key.
