@@ -154,12 +154,16 @@ as_cluster_user() {
 }
 
 # Starts a throwaway cluster in $1 with idem preloaded; sets PGHOST/PGPORT.
-# Arguments after the port are further postgresql.conf lines.
+# Arguments after the port are further postgresql.conf lines. A $1/data
+# that already holds a cluster (a cold copy of one, as start_citus_cluster
+# makes) is started as it is, the lines appended (the last of a setting wins).
 start_cluster() {
   local dir=$1 port=${2:-55432}
   shift 2 || shift $#
-  as_cluster_user "$PGBIN/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log" 2>&1 ||
-    { cat "$dir/initdb.log"; return 1; }
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    as_cluster_user "$PGBIN/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log" 2>&1 ||
+      { cat "$dir/initdb.log"; return 1; }
+  fi
   mkdir -p "$dir/socket"
   [ "$(id -u)" -eq 0 ] && chown postgres "$dir/socket"
   cat >>"$dir/data/postgresql.conf" <<CONF
@@ -220,9 +224,15 @@ stop_servers_under() {  # dir
 start_citus_cluster() {  # dir port workers db [conf lines...]
   local dir=$1 port=$2 workers=$3 db=$4 n
   shift 4
+  # One initdb, copied cold into every node: initdb is most of a node's start.
+  mkdir -p "$dir/template"
+  [ "$(id -u)" -eq 0 ] && chown postgres "$dir/template"
+  as_cluster_user "$PGBIN/initdb" -D "$dir/template/data" -A trust -U postgres --no-sync >"$dir/initdb.log" 2>&1 ||
+    { cat "$dir/initdb.log"; return 1; }
   for ((n = 0; n <= workers; n++)); do
     mkdir -p "$dir/node$n"
     [ "$(id -u)" -eq 0 ] && chown postgres "$dir/node$n"
+    as_cluster_user cp -a "$dir/template/data" "$dir/node$n/data" || return
     # Citus reaches each node, itself included, by its socket directory.
     start_cluster "$dir/node$n" $((port + n)) "shared_preload_libraries = 'citus, idem'" \
       "max_prepared_transactions = 100" "citus.local_hostname = '$dir/node$n/socket'" "$@" || return
