@@ -201,6 +201,19 @@ copy_tree() {  # destination
   fi
 }
 
+# "passed failed" of a log that ends "NAME: N passed, N failed", given
+# the run's exit status: a failure when there is no such line or the status
+# is not 0.
+closing_counts() {  # log name status
+  local line p f
+  line=$(grep -E "^$2: [0-9]+ passed, [0-9]+ failed" "$1" | tail -n 1)
+  p=$(echo "$line" | awk '{print $2}')
+  f=$(echo "$line" | awk '{print $4}')
+  [ -n "$line" ] || { p=0; f=1; }
+  [ "$3" -eq 0 ] || [ "${f:-0}" -gt 0 ] || f=1
+  echo "$p $f"
+}
+
 # Stops, by the pid in their postmaster.pid, the servers whose data
 # directories lie under a directory (a run cut short leaves them: pg_ctl
 # detaches them from the run's process group). Immediate shutdown.

@@ -26,12 +26,8 @@ wanted() { [ -z "${IDEM_ONLY:-}" ] || [[ " $IDEM_ONLY " == *" $1 "* ]]; }
 
 # Reads a "<suite>: N passed, N failed" closing line into the tally.
 tally_line() {  # suite log status started-at
-  local line p f
-  line=$(grep -E "^$1: [0-9]+ passed, [0-9]+ failed" "$2" | tail -n 1)
-  p=$(echo "$line" | awk '{print $2}')
-  f=$(echo "$line" | awk '{print $4}')
-  [ -n "$line" ] || { p=0; f=1; }
-  [ "$3" -eq 0 ] || [ "${f:-0}" -gt 0 ] || f=1
+  local p f
+  read -r p f < <(closing_counts "$2" "$1" "$3")
   if [ "$f" -gt 0 ]; then echo "  $1 failed; tail of $2:"; tail -n 30 "$2" | sed 's/^/    /'; fi
   printf '  %-12s %d passed, %d failed (%ds)\n' "$1" "$p" "$f" $((SECONDS - $4))
   echo "$1 $p $f $((SECONDS - $4))" >>"$dir/tally"

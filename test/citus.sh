@@ -50,24 +50,12 @@ citus_run() {  # suite engine install-root
 # benchmark keeps working: once, on the host's PostgreSQL, like the other
 # benchmarks' smoke tests (test/extra.d/bench_smoke.sh); about 20 s.
 bench_citus_smoke() {  # install-root
-  local bin log=$WORKDIR/bench_citus_smoke.log line st=0 p f
+  local bin log=$WORKDIR/bench_citus_smoke.log
   bin=$1$("$PG_CONFIG" --bindir)
   begin "bench_citus_smoke (bench/citus/run --smoke: one node against a coordinator and two workers)"
   bounded_as_user 300 env PATH="$bin:$PATH" TMPDIR="$WORKDIR" IDEM_BENCH_PORT="$CITUS_PORT_BASE" \
-    bash bench/citus/run --smoke --installed >"$log" 2>&1 || st=$?
-  line=$(grep -E '^bench_citus_smoke: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
-  p=$(echo "$line" | awk '{print $2}')
-  f=$(echo "$line" | awk '{print $4}')
-  [ -n "$line" ] || { p=0; f=1; }
-  [ $st -eq 0 ] || [ "$f" -gt 0 ] || f=1
-  if [ "$f" -gt 0 ]; then
-    grep -E '^FAILED' "$log" | sed 's/^/    /'
-    echo "  tail of $log:"
-    tail -n 25 "$log" | sed 's/^/    /'
-  else
-    echo "    $line"
-  fi
-  tally bench_citus_smoke "$p" "$f"
+    bash bench/citus/run --smoke --installed >"$log" 2>&1
+  tally_counted bench_citus_smoke "$log" $?
 }
 
 if wanted citus; then

@@ -75,17 +75,13 @@ portable_skipped_specs() {
 # test/portable/regress.sh closes with "portable-regress-<mode>: N passed,
 # N failed" and names each failing test.
 portable_tally_runner() {  # suite log status closing-name
-  local suite=$1 log=$2 st=$3 line p f
-  line=$(grep -E "^$4: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
-  p=$(echo "$line" | awk '{print $2}')
-  f=$(echo "$line" | awk '{print $4}')
-  [ -n "$line" ] || { p=0; f=1; }
-  [ "$st" -eq 0 ] || [ "${f:-0}" -gt 0 ] || f=1
+  local suite=$1 log=$2 p f
+  read -r p f < <(closing_counts "$log" "$4" "$3")
   grep -E '\.\.\. skipped' "$log" | sed 's/^/    /'
   if [ "$f" -gt 0 ]; then
     echo "  failing $suite tests:"
     grep -E '\.\.\. FAILED' "$log" | sed 's/^/    /'
-    [ -n "$line" ] || tail -n 20 "$log" | sed 's/^/    /'
+    grep -qE "^$4: [0-9]+ passed, [0-9]+ failed" "$log" || tail -n 20 "$log" | sed 's/^/    /'
     for d in $(grep -oE '\(diff: [^)]+\)' "$log" | head -n 3 | sed 's/(diff: //; s/)//'); do
       echo "  head of $d:"
       head -n 30 "$d" | sed 's/^/    /'

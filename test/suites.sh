@@ -169,6 +169,22 @@ tally_tap() {  # suite log exit-status
 }
 
 # The summary prove prints after a failure (file, exit status, test numbers).
+# The tally of a suite whose log ends "NAME: N passed, N failed" (the extra
+# suites, bench_citus_smoke; closing_counts): on a failure, the failed lines
+# and the log's tail, else its last line.
+tally_counted() {  # name log status
+  local p f
+  read -r p f < <(closing_counts "$2" "$1" "$3")
+  if [ "$f" -gt 0 ]; then
+    grep -E '^(FAILED|not ok)' "$2" | sed 's/^/    /'
+    echo "  tail of $2:"
+    tail -n 25 "$2" | sed 's/^/    /'
+  else
+    tail -n 1 "$2" | sed 's/^/    /'
+  fi
+  tally "$1" "$p" "$f"
+}
+
 tap_failure_summary() {  # log
   sed -n '/^Test Summary Report/,/^Files=/p' "$1" | grep -v '^Files=' | sed 's/^/    /'
 }
@@ -269,20 +285,7 @@ if wanted pgtap || [ ${#extras[@]} -gt 0 ]; then
     begin "$name"
     log=$WORKDIR/$name.log
     bounded_as_user 900 bash "test/extra.d/$name.sh" >"$log" 2>&1
-    st=$?
-    line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
-    p=$(echo "$line" | awk '{print $2}')
-    f=$(echo "$line" | awk '{print $4}')
-    [ -n "$line" ] || { p=0; f=1; }
-    [ $st -eq 0 ] || [ "${f:-0}" -gt 0 ] || f=1
-    if [ "$f" -gt 0 ]; then
-      grep -E '^(FAILED|not ok)' "$log" | sed 's/^/    /'
-      echo "  tail of $log:"
-      tail -n 25 "$log" | sed 's/^/    /'
-    else
-      tail -n 1 "$log" | sed 's/^/    /'
-    fi
-    tally "$name" "$p" "$f"
+    tally_counted "$name" "$log" $?
   done
   stop_cluster "$WORKDIR/cluster"
 fi
