@@ -48,7 +48,8 @@ citus_run() {  # suite engine install-root
 
 # bench/citus/run in smoke mode on the C++ engine's copy, so that the
 # benchmark keeps working: once, on the host's PostgreSQL, like the other
-# benchmarks' smoke tests (test/extra.d/bench_smoke.sh); about 20 s.
+# benchmarks' smoke tests (test/extra.d/bench_smoke.sh); 15-25 s, more
+# under load (docs/testing.md).
 bench_citus_smoke() {  # install-root
   local bin log=$WORKDIR/bench_citus_smoke.log
   bin=$1$("$PG_CONFIG" --bindir)
