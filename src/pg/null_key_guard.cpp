@@ -139,8 +139,10 @@ namespace idem::null_key_guard {
 
 void install() {
   // Citus refuses to load after a library that set planner_hook, so where
-  // it is loaded at all its planner is already there, after this one.
-  bool citus_loaded = GetConfigOption(citus_setting, true, false) != nullptr;
+  // it is loaded at all its planner is already there, after this one. A
+  // citus.* line in postgresql.conf without the library is a placeholder.
+  bool citus_loaded = GetConfigOption(citus_setting, true, false) != nullptr &&
+                      (GetConfigOptionFlags(citus_setting, true) & GUC_CUSTOM_PLACEHOLDER) == 0;
   if (citus_loaded) {
     previous_planner = planner_hook;
     planner_hook = idem_null_key_planner;
