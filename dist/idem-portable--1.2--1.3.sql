@@ -4020,10 +4020,17 @@ REVOKE ALL ON FUNCTION idem.citus_node_setup() FROM PUBLIC;
 --     runs such a call on the node holding the key's shard when it is not
 --     inside a transaction block (or with force_delegation). The immutable
 --     row rules and the portable engine's internal helpers (idem.portable_*)
---     are not calls and stay as they are.
+--     are not calls and stay as they are. Citus crashes the server on a
+--     delegated call whose key is NULL; idem's library, preloaded after
+--     citus, keeps such a call on the coordinator, and says so on each node
+--     with idem.citus_null_key_guard = on (src/pg/null_key_guard.hpp). So
+--     delegate_calls NULL (the default) delegates only when every node says
+--     on, and otherwise leaves the calls to the coordinator (which routes
+--     each statement by key) with a NOTICE naming the nodes; true delegates
+--     anyway, false never. A call delegated before stays delegated.
 -- A table or function already distributed so is left as it is, so it can
 -- be run again, after citus_add_node for instance. Returns what it did.
-CREATE FUNCTION idem.citus_distribute()
+CREATE FUNCTION idem.citus_distribute(delegate_calls boolean DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -4038,6 +4045,8 @@ DECLARE
     misdistributed text[] := '{}';
     failed text[] := '{}';
     holds_rows boolean;
+    unguarded text[];
+    delegating boolean := delegate_calls;
     nodes jsonb := '[]';
     tables jsonb := '[]';
     delegated jsonb := '[]';
@@ -4173,7 +4182,21 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- 5. The calls that take a key, delegated to the key's node.
+    -- 5. The calls that take a key, delegated to the key's node where no
+    -- NULL key can crash a node.
+    IF delegating IS NULL THEN
+        SELECT pg_catalog.array_agg(pg_catalog.format('node %s', r.nodeid) ORDER BY r.nodeid) INTO unguarded
+          FROM pg_catalog.run_command_on_all_nodes(
+                   $q$SELECT pg_catalog.current_setting('idem.citus_null_key_guard', true)$q$) r
+         WHERE NOT r.success OR r.result IS DISTINCT FROM 'on';
+        delegating := unguarded IS NULL;
+        IF NOT delegating THEN
+            RAISE NOTICE 'idem.citus_distribute() does not delegate idem''s calls: % cannot keep a call with a NULL key from crashing it',
+                         pg_catalog.array_to_string(unguarded, ', ')
+                USING DETAIL = 'Citus crashes a node on a delegated call whose key is NULL; idem''s library, in shared_preload_libraries after citus on every node (idem.citus_null_key_guard = on), keeps such a call on the coordinator.',
+                      HINT = 'The calls work undelegated: the coordinator routes each of their statements to the key''s node. Preload idem on every node and call idem.citus_distribute() again, or pass delegate_calls => true to delegate anyway (docs/beyond-one-server.md, "A NULL key").';
+        END IF;
+    END IF;
     SELECT k.colocationid INTO key_colocation FROM pg_catalog.pg_dist_partition k
      WHERE k.logicalrelid OPERATOR(pg_catalog.=) key_table;
     FOR f IN SELECT p.oid::pg_catalog.regprocedure AS fn, p.proargnames[2] AS arg,
@@ -4194,6 +4217,7 @@ BEGIN
                      OR p.proargnames[1:2] OPERATOR(pg_catalog.=) ARRAY['consumer', 'message_id'])
               ORDER BY p.oid::pg_catalog.regprocedure::pg_catalog.text
     LOOP
+        CONTINUE WHEN NOT (f.done OR delegating);
         IF NOT f.done THEN
             PERFORM pg_catalog.create_distributed_function(f.fn, f.arg,
                                                            colocate_with => key_table::pg_catalog.text);
@@ -4202,12 +4226,13 @@ BEGIN
             'function', f.fn::pg_catalog.text, 'by', f.arg, 'done', CASE WHEN f.done THEN 'already' ELSE 'delegated' END);
     END LOOP;
 
-    RETURN pg_catalog.jsonb_build_object('tables', tables, 'delegated', delegated, 'nodes', nodes);
+    RETURN pg_catalog.jsonb_build_object('tables', tables, 'delegate_calls', delegating,
+                                         'delegated', delegated, 'nodes', nodes);
 END
 $$;
-COMMENT ON FUNCTION idem.citus_distribute() IS
-    'On a Citus coordinator: distributes idem''s tables by key, makes the policies reference tables, delegates the calls that take a key and sets fences on every node. For a superuser or the owner of idem''s objects, once; idempotent.';
-REVOKE ALL ON FUNCTION idem.citus_distribute() FROM PUBLIC;
+COMMENT ON FUNCTION idem.citus_distribute(boolean) IS
+    'On a Citus coordinator: distributes idem''s tables by key, makes the policies reference tables, delegates the calls that take a key (by default only where every node keeps a NULL key from being delegated) and sets fences on every node. For a superuser or the owner of idem''s objects, once; idempotent.';
+REVOKE ALL ON FUNCTION idem.citus_distribute(boolean) FROM PUBLIC;
 -- ==== end Citus ====
 
 -- ==== Citus: maintenance and the outbox's calls per shard (docs/contract.md, "Beyond one server") ====

@@ -5,6 +5,7 @@
 #include "keys/backend_writes.hpp"
 #include "messages/message_maintenance.hpp"
 #include "module/shared_memory.hpp"
+#include "pg/null_key_guard.hpp"
 #include "pg/pg.hpp"
 #include "pg/settings.hpp"
 #include "pg/spi_session.hpp"
@@ -31,6 +32,7 @@ void _PG_init(void) {
   idem::register_background_workers();
   idem::install_shared_memory_hooks();
   idem::wait_slots::install_commit_prepared_hook();
+  idem::null_key_guard::install();
   MarkGUCPrefixReserved("idem");
 }
 }

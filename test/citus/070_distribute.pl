@@ -48,6 +48,10 @@ is(on_c(q{SELECT count(DISTINCT colocationid) FROM pg_dist_partition
            WHERE logicalrelid IN ('idem.idempotency_request'::regclass, 'idem.outbox_event'::regclass,
                                   'idem.consumed_message'::regclass)}),
 	'1', 'the key table, the outbox and the inbox are colocated');
+my $delegated_calls = 'claim_idempotency_key:key claim_or_wait:key consume_once:message_id evict:key extend_lock:key '
+  . 'force_expire:key lookup:key mark_failed:key mark_failed_returning:key mark_succeeded:key '
+  . 'mark_succeeded_returning:key outbox_put:key peek:key release:key set_consumed_result:message_id '
+  . 'set_recovery_point:key stored_answer:key';
 is(on_c(q{SELECT string_agg(p.proname || ':' || (p.proargnames)[o.distribution_argument_index + 1]
                             || CASE WHEN o.colocationid = k.colocationid THEN '' ELSE ' (not colocated)' END,
                             ' ' ORDER BY p.proname)
@@ -55,10 +59,7 @@ is(on_c(q{SELECT string_agg(p.proname || ':' || (p.proargnames)[o.distribution_a
             JOIN pg_proc p ON o.classid = 'pg_proc'::regclass AND o.objid = p.oid
             JOIN pg_dist_partition k ON k.logicalrelid = 'idem.idempotency_request'::regclass
            WHERE p.pronamespace = 'idem'::regnamespace AND o.distribution_argument_index IS NOT NULL}),
-	'claim_idempotency_key:key claim_or_wait:key consume_once:message_id evict:key extend_lock:key '
-	  . 'force_expire:key lookup:key mark_failed:key mark_failed_returning:key mark_succeeded:key '
-	  . 'mark_succeeded_returning:key outbox_put:key peek:key release:key set_consumed_result:message_id '
-	  . 'set_recovery_point:key stored_answer:key',
+	$delegated_calls,
 	'every call that takes a key is delegated by it, colocated with the key table');
 
 # The row rules on the shards: the column-argument form, the same names.
@@ -95,6 +96,12 @@ my $again = JSON::PP::decode_json((split /\n/, on_c("${as}SELECT idem.citus_dist
 is(join(' ', sort map { $_->{done} } @{ $again->{tables} }), 'already already already already already',
 	'a second call leaves every table as it is');
 is(scalar(grep { $_->{done} ne 'already' } @{ $again->{delegated} }), 0, 'and every delegated call');
+# Called with its default: it delegates where every node keeps a NULL key
+# from being delegated (idem preloaded: the C++ engine), not otherwise; the
+# calls delegated before stay so.
+is(($again->{delegate_calls} ? 'delegates' : 'does not delegate'), ($portable ? 'does not delegate' : 'delegates'),
+	'by default it delegates the calls only where every node has idem\'s NULL-key guard');
+is(scalar(@{ $again->{delegated} }), scalar(split / /, $delegated_calls), '... and names every call delegated before');
 is(scalar(@{ $again->{nodes} }), 3, 'it sets up all three nodes');
 is(join(' ', map { $_->{setup}{sequences}{'idem.fence_seq'}{changed} ? 'changed' : 'kept' } @{ $again->{nodes} }),
 	'kept kept kept', 'and each node keeps its fence sequence');
@@ -181,6 +188,9 @@ is($c->safe_psql('fresh', q{SELECT (SELECT count(*) FROM pg_dist_partition) || '
 	'0 1', 'fresh: nothing was distributed and no fence sequence changed');
 $c->safe_psql('fresh', "${fresh_as}DELETE FROM idem.idempotency_request");
 is(outcome($c, 'fresh', 'SELECT idem.citus_distribute()', $fresh_as), 'ok', 'fresh: once the key is moved out, it distributes');
+is($c->safe_psql('fresh', q{SELECT count(*) FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL}),
+	$portable ? '0' : scalar(split / /, $delegated_calls),
+	'fresh: with its default, the calls are delegated on the C++ engine (preloaded on every node), not on the portable one');
 is($c->safe_psql('fresh', q{SELECT max_attempts || ' ' || pg_relation_size('idem.scope_policy')
 	FROM idem.scope_policy WHERE scope = 'fresh'}), '2 0',
 	'fresh: the policy is in the reference table, and the coordinator\'s old copy is emptied');

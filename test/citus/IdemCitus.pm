@@ -120,12 +120,20 @@ CONF
 	return $node;
 }
 
-# start_citus(name, workers => 2, fsync => 0): the cluster, idem installed
-# and distributed, "effects" made. Returns an IdemCitus object.
+# start_citus(name, workers => 2, fsync => 0, delegate_calls => ...): the
+# cluster, idem installed and distributed, "effects" made. Returns an
+# IdemCitus object. delegate_calls is citus_distribute()'s argument ('true',
+# 'false'; undef for its default). Unless given, the portable engine passes
+# 'true': the proofs are about delegated calls, and its default leaves them
+# to the coordinator (no library of idem's keeps a NULL key from being
+# delegated there; docs/beyond-one-server.md, "A NULL key"); the C++
+# engine's default delegates them, preloaded on every node.
 sub start_citus {
 	my ($name, %opt) = @_;
 	my $workers = $opt{workers} // 2;
-	my $self = bless { name => $name, workers => [], next_port => 1 }, __PACKAGE__;
+	my $self = bless { name => $name, workers => [], next_port => 1,
+		delegate_calls => exists $opt{delegate_calls} ? $opt{delegate_calls}
+		  : IdemProof::portable_engine() ? 'true' : undef }, __PACKAGE__;
 	$self->{coordinator} = new_node("${name}_coordinator", port_of(0), fsync => $opt{fsync});
 	my $c = $self->{coordinator};
 	$c->safe_psql('proof', sprintf(q{SELECT citus_set_coordinator_host('%s', %d)}, $c->host, $c->port));
@@ -204,13 +212,15 @@ sub install_portable {
 	return;
 }
 
-# idem.citus_distribute() on the coordinator, as the documentation says.
-# The portable engine's objects belong to idem_owner, who distributes them.
+# idem.citus_distribute() on the coordinator, as the documentation says
+# (delegate_calls as start_citus was given it). The portable engine's
+# objects belong to idem_owner, who distributes them.
 sub distribute {
 	my ($self) = @_;
 	my $c = $self->{coordinator};
 	my $as = IdemProof::portable_engine() ? 'SET ROLE idem_owner; ' : '';
-	$c->safe_psql('proof', "${as}SELECT idem.citus_distribute()");
+	my $delegate = defined $self->{delegate_calls} ? "delegate_calls => $self->{delegate_calls}" : '';
+	$c->safe_psql('proof', "${as}SELECT idem.citus_distribute($delegate)");
 	$self->{distributed} = 1;
 	return;
 }

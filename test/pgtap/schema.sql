@@ -122,9 +122,9 @@ SELECT ok(NOT has_function_privilege('public', 'idem.run_maintenance()', 'EXECUT
           'run_maintenance is not granted to PUBLIC');
 -- 1.3: Citus. An operator's calls that run with their caller's rights, and
 -- maintenance's list of the relations a node holds.
-SELECT function_returns('idem', 'citus_distribute', ARRAY[]::text[], 'jsonb');
-SELECT isnt_definer('idem', 'citus_distribute', ARRAY[]::text[]);
-SELECT function_privs_are('idem', 'citus_distribute', ARRAY[]::text[], 'public', ARRAY[]::text[], 'PUBLIC cannot distribute');
+SELECT function_returns('idem', 'citus_distribute', ARRAY['boolean'], 'jsonb');
+SELECT isnt_definer('idem', 'citus_distribute', ARRAY['boolean']);
+SELECT function_privs_are('idem', 'citus_distribute', ARRAY['boolean'], 'public', ARRAY[]::text[], 'PUBLIC cannot distribute');
 SELECT function_returns('idem', 'citus_node_setup', ARRAY[]::text[], 'jsonb');
 SELECT isnt_definer('idem', 'citus_node_setup', ARRAY[]::text[]);
 SELECT function_privs_are('idem', 'citus_node_setup', ARRAY[]::text[], 'public', ARRAY[]::text[], 'PUBLIC cannot set up a node');
@@ -132,7 +132,7 @@ SELECT function_returns('idem', 'local_relations', ARRAY['regclass'], 'setof reg
 SELECT isnt_definer('idem', 'local_relations', ARRAY['regclass']);
 SELECT function_privs_are('idem', 'local_relations', ARRAY['regclass'], 'public', ARRAY[]::text[], 'PUBLIC cannot list local relations');
 SELECT is((SELECT array_agg(p.proconfig[1] ORDER BY p.proname) FROM pg_proc p
-            WHERE p.oid IN ('idem.citus_distribute()'::regprocedure, 'idem.citus_node_setup()'::regprocedure,
+            WHERE p.oid IN ('idem.citus_distribute(boolean)'::regprocedure, 'idem.citus_node_setup()'::regprocedure,
                             'idem.local_relations(regclass)'::regprocedure)),
   ARRAY['search_path=pg_catalog, pg_temp', 'search_path=pg_catalog, pg_temp', 'search_path=pg_catalog, pg_temp'],
   'the Citus functions run under search_path = pg_catalog, pg_temp');

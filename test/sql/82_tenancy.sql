@@ -435,7 +435,7 @@ INSERT INTO public.t82_covered VALUES
   ('idem.purge_published(integer)', 'operator'),
   ('idem.run_maintenance()', 'operator'),
   ('idem.stats_reset(boolean)', 'operator'),
-  ('idem.citus_distribute()', 'operator'),
+  ('idem.citus_distribute(boolean)', 'operator'),
   ('idem.citus_node_setup()', 'operator'),
   ('idem.stats_counters()', 'monitoring'),
   ('idem.worker_status()', 'monitoring'),

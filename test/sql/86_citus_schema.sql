@@ -9,7 +9,7 @@ SELECT p.oid::regprocedure AS function, p.prosecdef AS security_definer, p.provo
        p.proconfig, has_function_privilege('public', p.oid, 'EXECUTE') AS public_may_execute,
        obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc p
- WHERE p.oid IN ('idem.citus_distribute()'::regprocedure, 'idem.citus_node_setup()'::regprocedure,
+ WHERE p.oid IN ('idem.citus_distribute(boolean)'::regprocedure, 'idem.citus_node_setup()'::regprocedure,
                  'idem.local_relations(regclass)'::regprocedure)
  ORDER BY p.proname;
 
@@ -21,6 +21,9 @@ SELECT seqrelid::regclass AS sequence, seqincrement
   FROM pg_sequence
  WHERE seqrelid IN ('idem.fence_seq'::regclass, 'idem.outbox_lease_fence_seq'::regclass)
  ORDER BY seqrelid::regclass::text;
+
+-- ==== the guard against a NULL key's delegation: only after Citus's library ====
+SELECT current_setting('idem.citus_null_key_guard', true) IS DISTINCT FROM 'on' AS no_null_key_guard;
 
 -- ==== local_relations: the table itself, for every table ====
 SELECT t AS relation, array_agg(r ORDER BY r::text) AS local_relations
