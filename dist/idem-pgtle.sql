@@ -580,7 +580,7 @@ BEGIN
                 PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
             END IF;
         ELSE
-            SELECT pg_catalog.greatest(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
              WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
             fence := fence + ((old_fence - fence) / step + 1) * step;
             SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
@@ -687,8 +687,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN
@@ -6414,7 +6415,7 @@ BEGIN
                 PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
             END IF;
         ELSE
-            SELECT pg_catalog.greatest(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
              WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
             fence := fence + ((old_fence - fence) / step + 1) * step;
             SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
@@ -6521,8 +6522,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN
@@ -10160,7 +10162,7 @@ BEGIN
                 PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
             END IF;
         ELSE
-            SELECT pg_catalog.greatest(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
              WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
             fence := fence + ((old_fence - fence) / step + 1) * step;
             SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
@@ -10267,8 +10269,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN
@@ -15332,7 +15335,7 @@ BEGIN
                 PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
             END IF;
         ELSE
-            SELECT pg_catalog.greatest(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
              WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
             fence := fence + ((old_fence - fence) / step + 1) * step;
             SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
@@ -15439,8 +15442,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN
@@ -19607,7 +19611,7 @@ BEGIN
                 PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
             END IF;
         ELSE
-            SELECT pg_catalog.greatest(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
              WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
             fence := fence + ((old_fence - fence) / step + 1) * step;
             SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
@@ -19714,8 +19718,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN

@@ -496,7 +496,7 @@ BEGIN
                 PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
             END IF;
         ELSE
-            SELECT pg_catalog.greatest(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
              WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
             fence := fence + ((old_fence - fence) / step + 1) * step;
             SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
@@ -603,8 +603,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN
