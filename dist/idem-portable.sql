@@ -5454,7 +5454,7 @@ BEGIN
                 SELECT pg_catalog.max(v) INTO issued
                   FROM (SELECT q.last_value FROM idem.fence_seq q
                         UNION ALL SELECT q.last_value FROM idem.fence_jump_seq q) o(v);
-                floor_value := pg_catalog.greatest(floor_value, issued OPERATOR(pg_catalog.+) 1);
+                floor_value := GREATEST(floor_value, issued OPERATOR(pg_catalog.+) 1);
             END IF;
             next_value := floor_value OPERATOR(pg_catalog.+)
                           pg_catalog.mod(pg_catalog.mod(lane.residue OPERATOR(pg_catalog.-) floor_value, lane.step)
