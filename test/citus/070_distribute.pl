@@ -114,8 +114,8 @@ my @residues = $cluster->on_every_node(q{
 for my $line (@residues) {
 	my ($group, @seqs) = split / /, $line;
 	my $lane = $group + 1024;
-	is("@seqs", "2048/$group 2048/$lane 1024/$group",
-		"group $group: fence_seq, its jump lane and the lease fences step in residues $group, $lane, $group");
+	is("@seqs", "2048/$lane 2048/$group 1024/$group",
+		"group $group: the jump lane, fence_seq and the lease fences (by name) step in residues $lane, $group, $group");
 }
 # Keys claimed through the coordinator, one statement each (delegated):
 # each fence is drawn by
