@@ -533,20 +533,24 @@ REVOKE ALL ON FUNCTION idem.portable_session_alive(bigint) FROM PUBLIC;
 
 -- The fence of a claim that takes an existing row over (a stale or failed
 -- key, a new generation): above the row's fence, so a key's fences only
--- rise. On one server idem.fence_seq alone ensures it (its next value is
--- above every fence it issued). On Citus each node draws from its own
--- sequence (INCREMENT BY 1024, values congruent to the node's group id:
--- idem.citus_node_setup), and a key whose shard moved from a node whose
--- sequence ran ahead may hold a fence above this node's next value. Then
--- the fence is the smallest value above the row's fence of this node's
--- class (still unique across nodes), drawn from the sequence after moving
--- it up so that its next value is that one: the node never issues it
--- again. The sequence is moved only when its last value, read in the same
--- statement, is below; otherwise it already passed the target and the next
--- draw is above the row's fence anyway. A draw of another session between
--- that read and the setval would be issued twice: PostgreSQL has no
--- conditional setval, so that window (one statement, on a node taking over
--- a key whose fence came from a node ahead of it) is the one left open.
+-- rise (fence_above, src/keys/fence.cpp, says the same). On one server
+-- idem.fence_seq alone ensures it (its next value is above every fence it
+-- issued). On Citus each node draws from its own sequence (INCREMENT BY
+-- 2048, values congruent to the node's group id g: idem.citus_node_setup),
+-- and a key whose shard moved from a node whose sequence ran ahead may hold
+-- a fence above this node's next value. Then the fence "jumps": it comes
+-- from the node's jump lane, idem.fence_jump_seq (values congruent to
+-- g + 1024, which no ordinary claim draws), moved up to the first of its
+-- values above the row's fence when its next one is not. Jumpers take
+-- turns under idem.fence_jump_lock (no rows, no grants: nobody else can
+-- take it), so the lane only rises. PL/pgSQL cannot release a lock before
+-- its transaction ends, except by rolling back the subtransaction that
+-- took it: the block raises P4098 and catches it; the sequence
+-- calls in it are not transactional and stay, and so does the variable.
+-- On one server (the lane steps by 1, unused) the same turn moves
+-- idem.fence_seq up to the target only while its last value is still
+-- below; an ordinary claim's nextval in the instant between that read and
+-- the setval could draw a value issued again (docs/internals.md).
 CREATE FUNCTION idem.portable_fence_above(old_fence bigint)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -555,17 +559,41 @@ AS $$
 DECLARE
     fence bigint := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
     step bigint;
-    gap bigint;
+    last bigint;
+    called boolean;
 BEGIN
-    WHILE fence <= old_fence LOOP
-        SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
-         WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
-        gap := (fence - old_fence) % step;      -- in (-step, 0]
-        PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, old_fence + gap, true)
-          FROM idem.fence_seq q
-         WHERE q.last_value < old_fence + gap;
-        fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-    END LOOP;
+    IF fence > old_fence THEN
+        RETURN fence;
+    END IF;
+    BEGIN
+        -- A database still at 1.2 (this body serves every version) has no
+        -- lane and no lock: it jumps in idem.fence_seq as 1.2 did.
+        IF pg_catalog.to_regclass('idem.fence_jump_lock') IS NOT NULL THEN
+            LOCK TABLE idem.fence_jump_lock IN EXCLUSIVE MODE;
+            SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_jump_seq'::pg_catalog.regclass;
+        END IF;
+        IF step > 1 THEN
+            fence := pg_catalog.nextval('idem.fence_jump_seq'::pg_catalog.regclass);
+            IF fence <= old_fence THEN
+                fence := fence + ((old_fence - fence) / step + 1) * step;
+                PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        ELSE
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
+            fence := fence + ((old_fence - fence) / step + 1) * step;
+            SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
+            IF called AND last >= fence THEN
+                fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
+                PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'P4098';
+    EXCEPTION WHEN SQLSTATE 'P4098' THEN
+        NULL;
+    END;
     RETURN fence;
 END
 $$;
@@ -659,8 +687,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN
@@ -5314,21 +5343,52 @@ COMMENT ON FUNCTION idem.local_relations(regclass) IS
     'The relations holding the table''s rows on this node: the table itself without Citus, its local shards on a Citus node (none on a coordinator).';
 REVOKE ALL ON FUNCTION idem.local_relations(regclass) FROM PUBLIC;
 
+-- ==== Fences: the jump lane (docs/internals.md, "On Citus") ====
+-- A takeover or a new generation whose drawn fence is not above the key's
+-- row (on Citus: the key came with its shard from a node whose sequence ran
+-- ahead) "jumps" above the row's fence. A jump that set idem.fence_seq
+-- itself could move it back: setval is no compare-and-set, and the values
+-- other sessions drew between the read and the setval would be issued again.
+-- So on Citus a jump never touches idem.fence_seq: it draws from its own
+-- lane, idem.fence_jump_seq, whose values (congruent to the node's group id
+-- plus 1024 modulo 2048, idem.citus_node_setup) no ordinary claim draws, and
+-- only one jumper at a time moves it (under a lock of idem.fence_jump_lock),
+-- always upwards. On one server both sequences step by 1 and the lane is
+-- unused; the lock still serialises the rare jump there (a sequence set
+-- behind the rows by hand), which moves idem.fence_seq only while it is
+-- still behind. The lock table holds no rows and nobody but its owner may
+-- lock it (LOCK TABLE needs UPDATE, DELETE or TRUNCATE on it); a jumper
+-- holds it for a few sequence calls (docs/internals.md). The lane's value
+-- is dumped as idem.fence_seq's is: a restored node must not issue a jump
+-- value again.
+CREATE SEQUENCE idem.fence_jump_seq AS bigint MINVALUE 1 NO CYCLE;
+SELECT pg_catalog.pg_extension_config_dump('idem.fence_jump_seq', '');
+REVOKE ALL ON SEQUENCE idem.fence_jump_seq FROM PUBLIC;
+CREATE TABLE idem.fence_jump_lock ();
+REVOKE ALL ON TABLE idem.fence_jump_lock FROM PUBLIC;
+COMMENT ON TABLE idem.fence_jump_lock IS
+    'No rows: its lock serialises the jumps of idem.fence_jump_seq (docs/internals.md, "On Citus").';
+-- ==== end jump lane ====
+
 -- ==== Citus: fences unique across nodes ====
 -- A fence must be unique across the cluster and never go back for a key,
 -- also when a shard moves the key to another node. Each node's fence
--- sequence (and the outbox's lease fence sequence, compared by equality
--- against a lease that may have been drawn on another node before a move)
--- steps by 1024 from a value congruent to the node's Citus group id modulo
--- 1024: two nodes never draw the same value. A takeover that draws a fence
--- not above the key's old one moves up to the next value of the node's own
--- residue (the calls do that), so fences rise per key wherever it lives.
--- Idempotent: a sequence already stepping in this node's residue is left as
--- it is; otherwise it restarts at the smallest value of the residue above
--- everything it has issued. A node without the sequences gets them, as the
--- install script makes them: Citus copies a SQL-file install's functions
--- and types to the workers, not its sequences, which no table's default
--- names. idem.citus_distribute() calls it on every node;
+-- sequence steps by 2048 from a value congruent to the node's Citus group
+-- id g modulo 2048, its jump lane (idem.fence_jump_seq, above) by 2048 from
+-- one congruent to g + 1024, and the outbox's lease fence sequence
+-- (compared by equality against a lease that may have been drawn on
+-- another node before a move; it never jumps) by 1024 from one congruent to
+-- g: two nodes, or a node's two lanes, never draw the same value. A
+-- takeover that draws a fence not above the key's old one takes the next
+-- value of the node's jump lane above it (the calls do that), so fences
+-- rise per key wherever it lives.
+-- Idempotent: a sequence already stepping in its residue is left as it is;
+-- otherwise it restarts at the smallest value of its residue above
+-- everything either fence sequence has issued. A node without the
+-- sequences or the lock table gets them, as the install script makes them:
+-- Citus copies a SQL-file install's functions and types to the workers,
+-- not its sequences or local tables, which no table's default names.
+-- idem.citus_distribute() calls it on every node;
 -- after citus_add_node, call it on the new node (or citus_distribute()
 -- again). Run by the owner of the sequences (the extension's owner, a
 -- superuser, or a SQL-file install's database owner): it runs with its
@@ -5339,11 +5399,11 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    step constant bigint := 1024;
+    groups constant bigint := 1024;
     node_group integer;
     made record;
-    seq regclass;
-    seq_increment bigint;
+    lane record;
+    issued bigint;
     last_value bigint;
     called boolean;
     floor_value bigint;
@@ -5358,10 +5418,10 @@ BEGIN
                   HINT = 'On a server without Citus, idem needs no setup.';
     END IF;
     SELECT g.groupid INTO node_group FROM pg_catalog.pg_dist_local_group g;
-    IF node_group OPERATOR(pg_catalog.>=) step THEN
+    IF node_group OPERATOR(pg_catalog.>=) groups THEN
         RAISE EXCEPTION 'this node''s Citus group id % is above idem''s limit', node_group
             USING ERRCODE = '54000',
-                  DETAIL = pg_catalog.format('Each node draws fences congruent to its group id modulo %s, so group ids must be below %s.', step, step),
+                  DETAIL = pg_catalog.format('Each node draws fences congruent to its group id modulo %s, so group ids must be below %s.', groups, groups),
                   HINT = 'Group ids grow as nodes are added; a cluster whose ids passed the limit cannot keep fences unique across nodes.';
     END IF;
     -- The sequences are idem's own, never Citus's distributed objects: the
@@ -5369,38 +5429,57 @@ BEGIN
     PERFORM pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true);
     FOR made IN SELECT d.name, d.options
                   FROM (VALUES ('idem.fence_seq', 'AS bigint MINVALUE 1 NO CYCLE'),
+                               ('idem.fence_jump_seq', 'AS bigint MINVALUE 1 NO CYCLE'),
                                ('idem.outbox_lease_fence_seq', 'AS bigint')) d(name, options)
                  WHERE pg_catalog.to_regclass(d.name) IS NULL LOOP
         EXECUTE pg_catalog.format('CREATE SEQUENCE %s %s', made.name, made.options);
         EXECUTE pg_catalog.format('REVOKE ALL ON SEQUENCE %s FROM PUBLIC', made.name);
     END LOOP;
-    FOREACH seq IN ARRAY ARRAY['idem.fence_seq'::pg_catalog.regclass,
-                               'idem.outbox_lease_fence_seq'::pg_catalog.regclass] LOOP
-        SELECT s.seqincrement INTO seq_increment FROM pg_catalog.pg_sequence s
-         WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
-        EXECUTE pg_catalog.format('SELECT s.last_value, s.is_called FROM %s s', seq) INTO last_value, called;
-        changed := seq_increment OPERATOR(pg_catalog.<>) step
-                   OR pg_catalog.mod(last_value, step) OPERATOR(pg_catalog.<>) node_group;
+    IF pg_catalog.to_regclass('idem.fence_jump_lock') IS NULL THEN
+        CREATE TABLE idem.fence_jump_lock ();
+        REVOKE ALL ON TABLE idem.fence_jump_lock FROM PUBLIC;
+    END IF;
+    FOR lane IN SELECT l.seq::pg_catalog.regclass AS seq, l.step, l.residue
+                  FROM (VALUES ('idem.fence_seq', 2048, node_group),
+                               ('idem.fence_jump_seq', 2048, node_group OPERATOR(pg_catalog.+) 1024),
+                               ('idem.outbox_lease_fence_seq', 1024, node_group)) l(seq, step, residue) LOOP
+        EXECUTE pg_catalog.format('SELECT s.last_value, s.is_called FROM %s s', lane.seq) INTO last_value, called;
+        changed := (SELECT s.seqincrement FROM pg_catalog.pg_sequence s
+                     WHERE s.seqrelid OPERATOR(pg_catalog.=) lane.seq) OPERATOR(pg_catalog.<>) lane.step
+                   OR pg_catalog.mod(last_value, lane.step) OPERATOR(pg_catalog.<>) lane.residue;
         IF changed THEN
             -- ALTER SEQUENCE holds a lock that nextval waits for until
             -- this transaction ends: the value read next is the last any
             -- session drew.
-            EXECUTE pg_catalog.format('ALTER SEQUENCE %s INCREMENT BY %s', seq, step);
-            EXECUTE pg_catalog.format('SELECT s.last_value, s.is_called FROM %s s', seq) INTO last_value, called;
+            EXECUTE pg_catalog.format('ALTER SEQUENCE %s INCREMENT BY %s', lane.seq, lane.step);
+            EXECUTE pg_catalog.format('SELECT s.last_value, s.is_called FROM %s s', lane.seq) INTO last_value, called;
             floor_value := last_value OPERATOR(pg_catalog.+) CASE WHEN called THEN 1 ELSE 0 END;
+            IF lane.seq OPERATOR(pg_catalog.<>) 'idem.outbox_lease_fence_seq'::pg_catalog.regclass THEN
+                -- The two fence lanes share one space of values: each
+                -- restarts above what the other issued too (before this
+                -- setup, with one step, either could have issued any value).
+                -- The other one's value read here is final: it stepped in its
+                -- residue already (an earlier turn of this loop, or before),
+                -- or it is the lane, which only jumps draw from, above its
+                -- own last value after this turn.
+                SELECT pg_catalog.max(v) INTO issued
+                  FROM (SELECT q.last_value FROM idem.fence_seq q
+                        UNION ALL SELECT q.last_value FROM idem.fence_jump_seq q) o(v);
+                floor_value := GREATEST(floor_value, issued OPERATOR(pg_catalog.+) 1);
+            END IF;
             next_value := floor_value OPERATOR(pg_catalog.+)
-                          pg_catalog.mod(pg_catalog.mod(node_group OPERATOR(pg_catalog.-) floor_value, step)
-                                         OPERATOR(pg_catalog.+) step, step);
-            EXECUTE pg_catalog.format('ALTER SEQUENCE %s RESTART WITH %s', seq, next_value);
+                          pg_catalog.mod(pg_catalog.mod(lane.residue OPERATOR(pg_catalog.-) floor_value, lane.step)
+                                         OPERATOR(pg_catalog.+) lane.step, lane.step);
+            EXECUTE pg_catalog.format('ALTER SEQUENCE %s RESTART WITH %s', lane.seq, next_value);
         END IF;
-        done := done OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(seq::pg_catalog.text,
-                    pg_catalog.jsonb_build_object('increment', step, 'residue', node_group, 'changed', changed));
+        done := done OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(lane.seq::pg_catalog.text,
+                    pg_catalog.jsonb_build_object('increment', lane.step, 'residue', lane.residue, 'changed', changed));
     END LOOP;
     RETURN pg_catalog.jsonb_build_object('node_group', node_group, 'sequences', done);
 END
 $$;
 COMMENT ON FUNCTION idem.citus_node_setup() IS
-    'On a Citus node: fence sequences step by 1024 in this node''s residue (its group id), so fences are unique across nodes. Idempotent.';
+    'On a Citus node: the fence sequence and its jump lane step by 2048 in this node''s residues (group id, group id + 1024), the outbox lease fences by 1024, so fences are unique across nodes. Idempotent.';
 REVOKE ALL ON FUNCTION idem.citus_node_setup() FROM PUBLIC;
 
 -- ==== Citus: distributing idem's tables (docs/beyond-one-server.md, "Sharding with Citus") ====
@@ -6314,20 +6393,24 @@ REVOKE ALL ON FUNCTION idem.portable_session_alive(bigint) FROM PUBLIC;
 
 -- The fence of a claim that takes an existing row over (a stale or failed
 -- key, a new generation): above the row's fence, so a key's fences only
--- rise. On one server idem.fence_seq alone ensures it (its next value is
--- above every fence it issued). On Citus each node draws from its own
--- sequence (INCREMENT BY 1024, values congruent to the node's group id:
--- idem.citus_node_setup), and a key whose shard moved from a node whose
--- sequence ran ahead may hold a fence above this node's next value. Then
--- the fence is the smallest value above the row's fence of this node's
--- class (still unique across nodes), drawn from the sequence after moving
--- it up so that its next value is that one: the node never issues it
--- again. The sequence is moved only when its last value, read in the same
--- statement, is below; otherwise it already passed the target and the next
--- draw is above the row's fence anyway. A draw of another session between
--- that read and the setval would be issued twice: PostgreSQL has no
--- conditional setval, so that window (one statement, on a node taking over
--- a key whose fence came from a node ahead of it) is the one left open.
+-- rise (fence_above, src/keys/fence.cpp, says the same). On one server
+-- idem.fence_seq alone ensures it (its next value is above every fence it
+-- issued). On Citus each node draws from its own sequence (INCREMENT BY
+-- 2048, values congruent to the node's group id g: idem.citus_node_setup),
+-- and a key whose shard moved from a node whose sequence ran ahead may hold
+-- a fence above this node's next value. Then the fence "jumps": it comes
+-- from the node's jump lane, idem.fence_jump_seq (values congruent to
+-- g + 1024, which no ordinary claim draws), moved up to the first of its
+-- values above the row's fence when its next one is not. Jumpers take
+-- turns under idem.fence_jump_lock (no rows, no grants: nobody else can
+-- take it), so the lane only rises. PL/pgSQL cannot release a lock before
+-- its transaction ends, except by rolling back the subtransaction that
+-- took it: the block raises P4098 and catches it; the sequence
+-- calls in it are not transactional and stay, and so does the variable.
+-- On one server (the lane steps by 1, unused) the same turn moves
+-- idem.fence_seq up to the target only while its last value is still
+-- below; an ordinary claim's nextval in the instant between that read and
+-- the setval could draw a value issued again (docs/internals.md).
 CREATE FUNCTION idem.portable_fence_above(old_fence bigint)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -6336,17 +6419,41 @@ AS $$
 DECLARE
     fence bigint := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
     step bigint;
-    gap bigint;
+    last bigint;
+    called boolean;
 BEGIN
-    WHILE fence <= old_fence LOOP
-        SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
-         WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
-        gap := (fence - old_fence) % step;      -- in (-step, 0]
-        PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, old_fence + gap, true)
-          FROM idem.fence_seq q
-         WHERE q.last_value < old_fence + gap;
-        fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-    END LOOP;
+    IF fence > old_fence THEN
+        RETURN fence;
+    END IF;
+    BEGIN
+        -- A database still at 1.2 (this body serves every version) has no
+        -- lane and no lock: it jumps in idem.fence_seq as 1.2 did.
+        IF pg_catalog.to_regclass('idem.fence_jump_lock') IS NOT NULL THEN
+            LOCK TABLE idem.fence_jump_lock IN EXCLUSIVE MODE;
+            SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_jump_seq'::pg_catalog.regclass;
+        END IF;
+        IF step > 1 THEN
+            fence := pg_catalog.nextval('idem.fence_jump_seq'::pg_catalog.regclass);
+            IF fence <= old_fence THEN
+                fence := fence + ((old_fence - fence) / step + 1) * step;
+                PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        ELSE
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
+            fence := fence + ((old_fence - fence) / step + 1) * step;
+            SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
+            IF called AND last >= fence THEN
+                fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
+                PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'P4098';
+    EXCEPTION WHEN SQLSTATE 'P4098' THEN
+        NULL;
+    END;
     RETURN fence;
 END
 $$;
@@ -6440,8 +6547,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN
@@ -10032,20 +10140,24 @@ REVOKE ALL ON FUNCTION idem.portable_session_alive(bigint) FROM PUBLIC;
 
 -- The fence of a claim that takes an existing row over (a stale or failed
 -- key, a new generation): above the row's fence, so a key's fences only
--- rise. On one server idem.fence_seq alone ensures it (its next value is
--- above every fence it issued). On Citus each node draws from its own
--- sequence (INCREMENT BY 1024, values congruent to the node's group id:
--- idem.citus_node_setup), and a key whose shard moved from a node whose
--- sequence ran ahead may hold a fence above this node's next value. Then
--- the fence is the smallest value above the row's fence of this node's
--- class (still unique across nodes), drawn from the sequence after moving
--- it up so that its next value is that one: the node never issues it
--- again. The sequence is moved only when its last value, read in the same
--- statement, is below; otherwise it already passed the target and the next
--- draw is above the row's fence anyway. A draw of another session between
--- that read and the setval would be issued twice: PostgreSQL has no
--- conditional setval, so that window (one statement, on a node taking over
--- a key whose fence came from a node ahead of it) is the one left open.
+-- rise (fence_above, src/keys/fence.cpp, says the same). On one server
+-- idem.fence_seq alone ensures it (its next value is above every fence it
+-- issued). On Citus each node draws from its own sequence (INCREMENT BY
+-- 2048, values congruent to the node's group id g: idem.citus_node_setup),
+-- and a key whose shard moved from a node whose sequence ran ahead may hold
+-- a fence above this node's next value. Then the fence "jumps": it comes
+-- from the node's jump lane, idem.fence_jump_seq (values congruent to
+-- g + 1024, which no ordinary claim draws), moved up to the first of its
+-- values above the row's fence when its next one is not. Jumpers take
+-- turns under idem.fence_jump_lock (no rows, no grants: nobody else can
+-- take it), so the lane only rises. PL/pgSQL cannot release a lock before
+-- its transaction ends, except by rolling back the subtransaction that
+-- took it: the block raises P4098 and catches it; the sequence
+-- calls in it are not transactional and stay, and so does the variable.
+-- On one server (the lane steps by 1, unused) the same turn moves
+-- idem.fence_seq up to the target only while its last value is still
+-- below; an ordinary claim's nextval in the instant between that read and
+-- the setval could draw a value issued again (docs/internals.md).
 CREATE FUNCTION idem.portable_fence_above(old_fence bigint)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -10054,17 +10166,41 @@ AS $$
 DECLARE
     fence bigint := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
     step bigint;
-    gap bigint;
+    last bigint;
+    called boolean;
 BEGIN
-    WHILE fence <= old_fence LOOP
-        SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
-         WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
-        gap := (fence - old_fence) % step;      -- in (-step, 0]
-        PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, old_fence + gap, true)
-          FROM idem.fence_seq q
-         WHERE q.last_value < old_fence + gap;
-        fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-    END LOOP;
+    IF fence > old_fence THEN
+        RETURN fence;
+    END IF;
+    BEGIN
+        -- A database still at 1.2 (this body serves every version) has no
+        -- lane and no lock: it jumps in idem.fence_seq as 1.2 did.
+        IF pg_catalog.to_regclass('idem.fence_jump_lock') IS NOT NULL THEN
+            LOCK TABLE idem.fence_jump_lock IN EXCLUSIVE MODE;
+            SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_jump_seq'::pg_catalog.regclass;
+        END IF;
+        IF step > 1 THEN
+            fence := pg_catalog.nextval('idem.fence_jump_seq'::pg_catalog.regclass);
+            IF fence <= old_fence THEN
+                fence := fence + ((old_fence - fence) / step + 1) * step;
+                PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        ELSE
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
+            fence := fence + ((old_fence - fence) / step + 1) * step;
+            SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
+            IF called AND last >= fence THEN
+                fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
+                PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'P4098';
+    EXCEPTION WHEN SQLSTATE 'P4098' THEN
+        NULL;
+    END;
     RETURN fence;
 END
 $$;
@@ -10158,8 +10294,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN
@@ -15176,20 +15313,24 @@ REVOKE ALL ON FUNCTION idem.portable_session_alive(bigint) FROM PUBLIC;
 
 -- The fence of a claim that takes an existing row over (a stale or failed
 -- key, a new generation): above the row's fence, so a key's fences only
--- rise. On one server idem.fence_seq alone ensures it (its next value is
--- above every fence it issued). On Citus each node draws from its own
--- sequence (INCREMENT BY 1024, values congruent to the node's group id:
--- idem.citus_node_setup), and a key whose shard moved from a node whose
--- sequence ran ahead may hold a fence above this node's next value. Then
--- the fence is the smallest value above the row's fence of this node's
--- class (still unique across nodes), drawn from the sequence after moving
--- it up so that its next value is that one: the node never issues it
--- again. The sequence is moved only when its last value, read in the same
--- statement, is below; otherwise it already passed the target and the next
--- draw is above the row's fence anyway. A draw of another session between
--- that read and the setval would be issued twice: PostgreSQL has no
--- conditional setval, so that window (one statement, on a node taking over
--- a key whose fence came from a node ahead of it) is the one left open.
+-- rise (fence_above, src/keys/fence.cpp, says the same). On one server
+-- idem.fence_seq alone ensures it (its next value is above every fence it
+-- issued). On Citus each node draws from its own sequence (INCREMENT BY
+-- 2048, values congruent to the node's group id g: idem.citus_node_setup),
+-- and a key whose shard moved from a node whose sequence ran ahead may hold
+-- a fence above this node's next value. Then the fence "jumps": it comes
+-- from the node's jump lane, idem.fence_jump_seq (values congruent to
+-- g + 1024, which no ordinary claim draws), moved up to the first of its
+-- values above the row's fence when its next one is not. Jumpers take
+-- turns under idem.fence_jump_lock (no rows, no grants: nobody else can
+-- take it), so the lane only rises. PL/pgSQL cannot release a lock before
+-- its transaction ends, except by rolling back the subtransaction that
+-- took it: the block raises P4098 and catches it; the sequence
+-- calls in it are not transactional and stay, and so does the variable.
+-- On one server (the lane steps by 1, unused) the same turn moves
+-- idem.fence_seq up to the target only while its last value is still
+-- below; an ordinary claim's nextval in the instant between that read and
+-- the setval could draw a value issued again (docs/internals.md).
 CREATE OR REPLACE FUNCTION idem.portable_fence_above(old_fence bigint)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -15198,17 +15339,41 @@ AS $$
 DECLARE
     fence bigint := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
     step bigint;
-    gap bigint;
+    last bigint;
+    called boolean;
 BEGIN
-    WHILE fence <= old_fence LOOP
-        SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
-         WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
-        gap := (fence - old_fence) % step;      -- in (-step, 0]
-        PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, old_fence + gap, true)
-          FROM idem.fence_seq q
-         WHERE q.last_value < old_fence + gap;
-        fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-    END LOOP;
+    IF fence > old_fence THEN
+        RETURN fence;
+    END IF;
+    BEGIN
+        -- A database still at 1.2 (this body serves every version) has no
+        -- lane and no lock: it jumps in idem.fence_seq as 1.2 did.
+        IF pg_catalog.to_regclass('idem.fence_jump_lock') IS NOT NULL THEN
+            LOCK TABLE idem.fence_jump_lock IN EXCLUSIVE MODE;
+            SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_jump_seq'::pg_catalog.regclass;
+        END IF;
+        IF step > 1 THEN
+            fence := pg_catalog.nextval('idem.fence_jump_seq'::pg_catalog.regclass);
+            IF fence <= old_fence THEN
+                fence := fence + ((old_fence - fence) / step + 1) * step;
+                PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        ELSE
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
+            fence := fence + ((old_fence - fence) / step + 1) * step;
+            SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
+            IF called AND last >= fence THEN
+                fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
+                PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'P4098';
+    EXCEPTION WHEN SQLSTATE 'P4098' THEN
+        NULL;
+    END;
     RETURN fence;
 END
 $$;
@@ -15302,8 +15467,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN
@@ -19423,20 +19589,24 @@ REVOKE ALL ON FUNCTION idem.portable_session_alive(bigint) FROM PUBLIC;
 
 -- The fence of a claim that takes an existing row over (a stale or failed
 -- key, a new generation): above the row's fence, so a key's fences only
--- rise. On one server idem.fence_seq alone ensures it (its next value is
--- above every fence it issued). On Citus each node draws from its own
--- sequence (INCREMENT BY 1024, values congruent to the node's group id:
--- idem.citus_node_setup), and a key whose shard moved from a node whose
--- sequence ran ahead may hold a fence above this node's next value. Then
--- the fence is the smallest value above the row's fence of this node's
--- class (still unique across nodes), drawn from the sequence after moving
--- it up so that its next value is that one: the node never issues it
--- again. The sequence is moved only when its last value, read in the same
--- statement, is below; otherwise it already passed the target and the next
--- draw is above the row's fence anyway. A draw of another session between
--- that read and the setval would be issued twice: PostgreSQL has no
--- conditional setval, so that window (one statement, on a node taking over
--- a key whose fence came from a node ahead of it) is the one left open.
+-- rise (fence_above, src/keys/fence.cpp, says the same). On one server
+-- idem.fence_seq alone ensures it (its next value is above every fence it
+-- issued). On Citus each node draws from its own sequence (INCREMENT BY
+-- 2048, values congruent to the node's group id g: idem.citus_node_setup),
+-- and a key whose shard moved from a node whose sequence ran ahead may hold
+-- a fence above this node's next value. Then the fence "jumps": it comes
+-- from the node's jump lane, idem.fence_jump_seq (values congruent to
+-- g + 1024, which no ordinary claim draws), moved up to the first of its
+-- values above the row's fence when its next one is not. Jumpers take
+-- turns under idem.fence_jump_lock (no rows, no grants: nobody else can
+-- take it), so the lane only rises. PL/pgSQL cannot release a lock before
+-- its transaction ends, except by rolling back the subtransaction that
+-- took it: the block raises P4098 and catches it; the sequence
+-- calls in it are not transactional and stay, and so does the variable.
+-- On one server (the lane steps by 1, unused) the same turn moves
+-- idem.fence_seq up to the target only while its last value is still
+-- below; an ordinary claim's nextval in the instant between that read and
+-- the setval could draw a value issued again (docs/internals.md).
 CREATE OR REPLACE FUNCTION idem.portable_fence_above(old_fence bigint)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -19445,17 +19615,41 @@ AS $$
 DECLARE
     fence bigint := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
     step bigint;
-    gap bigint;
+    last bigint;
+    called boolean;
 BEGIN
-    WHILE fence <= old_fence LOOP
-        SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
-         WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
-        gap := (fence - old_fence) % step;      -- in (-step, 0]
-        PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, old_fence + gap, true)
-          FROM idem.fence_seq q
-         WHERE q.last_value < old_fence + gap;
-        fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-    END LOOP;
+    IF fence > old_fence THEN
+        RETURN fence;
+    END IF;
+    BEGIN
+        -- A database still at 1.2 (this body serves every version) has no
+        -- lane and no lock: it jumps in idem.fence_seq as 1.2 did.
+        IF pg_catalog.to_regclass('idem.fence_jump_lock') IS NOT NULL THEN
+            LOCK TABLE idem.fence_jump_lock IN EXCLUSIVE MODE;
+            SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_jump_seq'::pg_catalog.regclass;
+        END IF;
+        IF step > 1 THEN
+            fence := pg_catalog.nextval('idem.fence_jump_seq'::pg_catalog.regclass);
+            IF fence <= old_fence THEN
+                fence := fence + ((old_fence - fence) / step + 1) * step;
+                PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        ELSE
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
+            fence := fence + ((old_fence - fence) / step + 1) * step;
+            SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
+            IF called AND last >= fence THEN
+                fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
+                PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'P4098';
+    EXCEPTION WHEN SQLSTATE 'P4098' THEN
+        NULL;
+    END;
     RETURN fence;
 END
 $$;
@@ -19549,8 +19743,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN
@@ -22869,21 +23064,52 @@ COMMENT ON FUNCTION idem.local_relations(regclass) IS
     'The relations holding the table''s rows on this node: the table itself without Citus, its local shards on a Citus node (none on a coordinator).';
 REVOKE ALL ON FUNCTION idem.local_relations(regclass) FROM PUBLIC;
 
+-- ==== Fences: the jump lane (docs/internals.md, "On Citus") ====
+-- A takeover or a new generation whose drawn fence is not above the key's
+-- row (on Citus: the key came with its shard from a node whose sequence ran
+-- ahead) "jumps" above the row's fence. A jump that set idem.fence_seq
+-- itself could move it back: setval is no compare-and-set, and the values
+-- other sessions drew between the read and the setval would be issued again.
+-- So on Citus a jump never touches idem.fence_seq: it draws from its own
+-- lane, idem.fence_jump_seq, whose values (congruent to the node's group id
+-- plus 1024 modulo 2048, idem.citus_node_setup) no ordinary claim draws, and
+-- only one jumper at a time moves it (under a lock of idem.fence_jump_lock),
+-- always upwards. On one server both sequences step by 1 and the lane is
+-- unused; the lock still serialises the rare jump there (a sequence set
+-- behind the rows by hand), which moves idem.fence_seq only while it is
+-- still behind. The lock table holds no rows and nobody but its owner may
+-- lock it (LOCK TABLE needs UPDATE, DELETE or TRUNCATE on it); a jumper
+-- holds it for a few sequence calls (docs/internals.md). The lane's value
+-- is dumped as idem.fence_seq's is: a restored node must not issue a jump
+-- value again.
+CREATE SEQUENCE idem.fence_jump_seq AS bigint MINVALUE 1 NO CYCLE;
+SELECT pg_catalog.pg_extension_config_dump('idem.fence_jump_seq', '');
+REVOKE ALL ON SEQUENCE idem.fence_jump_seq FROM PUBLIC;
+CREATE TABLE idem.fence_jump_lock ();
+REVOKE ALL ON TABLE idem.fence_jump_lock FROM PUBLIC;
+COMMENT ON TABLE idem.fence_jump_lock IS
+    'No rows: its lock serialises the jumps of idem.fence_jump_seq (docs/internals.md, "On Citus").';
+-- ==== end jump lane ====
+
 -- ==== Citus: fences unique across nodes ====
 -- A fence must be unique across the cluster and never go back for a key,
 -- also when a shard moves the key to another node. Each node's fence
--- sequence (and the outbox's lease fence sequence, compared by equality
--- against a lease that may have been drawn on another node before a move)
--- steps by 1024 from a value congruent to the node's Citus group id modulo
--- 1024: two nodes never draw the same value. A takeover that draws a fence
--- not above the key's old one moves up to the next value of the node's own
--- residue (the calls do that), so fences rise per key wherever it lives.
--- Idempotent: a sequence already stepping in this node's residue is left as
--- it is; otherwise it restarts at the smallest value of the residue above
--- everything it has issued. A node without the sequences gets them, as the
--- install script makes them: Citus copies a SQL-file install's functions
--- and types to the workers, not its sequences, which no table's default
--- names. idem.citus_distribute() calls it on every node;
+-- sequence steps by 2048 from a value congruent to the node's Citus group
+-- id g modulo 2048, its jump lane (idem.fence_jump_seq, above) by 2048 from
+-- one congruent to g + 1024, and the outbox's lease fence sequence
+-- (compared by equality against a lease that may have been drawn on
+-- another node before a move; it never jumps) by 1024 from one congruent to
+-- g: two nodes, or a node's two lanes, never draw the same value. A
+-- takeover that draws a fence not above the key's old one takes the next
+-- value of the node's jump lane above it (the calls do that), so fences
+-- rise per key wherever it lives.
+-- Idempotent: a sequence already stepping in its residue is left as it is;
+-- otherwise it restarts at the smallest value of its residue above
+-- everything either fence sequence has issued. A node without the
+-- sequences or the lock table gets them, as the install script makes them:
+-- Citus copies a SQL-file install's functions and types to the workers,
+-- not its sequences or local tables, which no table's default names.
+-- idem.citus_distribute() calls it on every node;
 -- after citus_add_node, call it on the new node (or citus_distribute()
 -- again). Run by the owner of the sequences (the extension's owner, a
 -- superuser, or a SQL-file install's database owner): it runs with its
@@ -22894,11 +23120,11 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    step constant bigint := 1024;
+    groups constant bigint := 1024;
     node_group integer;
     made record;
-    seq regclass;
-    seq_increment bigint;
+    lane record;
+    issued bigint;
     last_value bigint;
     called boolean;
     floor_value bigint;
@@ -22913,10 +23139,10 @@ BEGIN
                   HINT = 'On a server without Citus, idem needs no setup.';
     END IF;
     SELECT g.groupid INTO node_group FROM pg_catalog.pg_dist_local_group g;
-    IF node_group OPERATOR(pg_catalog.>=) step THEN
+    IF node_group OPERATOR(pg_catalog.>=) groups THEN
         RAISE EXCEPTION 'this node''s Citus group id % is above idem''s limit', node_group
             USING ERRCODE = '54000',
-                  DETAIL = pg_catalog.format('Each node draws fences congruent to its group id modulo %s, so group ids must be below %s.', step, step),
+                  DETAIL = pg_catalog.format('Each node draws fences congruent to its group id modulo %s, so group ids must be below %s.', groups, groups),
                   HINT = 'Group ids grow as nodes are added; a cluster whose ids passed the limit cannot keep fences unique across nodes.';
     END IF;
     -- The sequences are idem's own, never Citus's distributed objects: the
@@ -22924,38 +23150,57 @@ BEGIN
     PERFORM pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true);
     FOR made IN SELECT d.name, d.options
                   FROM (VALUES ('idem.fence_seq', 'AS bigint MINVALUE 1 NO CYCLE'),
+                               ('idem.fence_jump_seq', 'AS bigint MINVALUE 1 NO CYCLE'),
                                ('idem.outbox_lease_fence_seq', 'AS bigint')) d(name, options)
                  WHERE pg_catalog.to_regclass(d.name) IS NULL LOOP
         EXECUTE pg_catalog.format('CREATE SEQUENCE %s %s', made.name, made.options);
         EXECUTE pg_catalog.format('REVOKE ALL ON SEQUENCE %s FROM PUBLIC', made.name);
     END LOOP;
-    FOREACH seq IN ARRAY ARRAY['idem.fence_seq'::pg_catalog.regclass,
-                               'idem.outbox_lease_fence_seq'::pg_catalog.regclass] LOOP
-        SELECT s.seqincrement INTO seq_increment FROM pg_catalog.pg_sequence s
-         WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
-        EXECUTE pg_catalog.format('SELECT s.last_value, s.is_called FROM %s s', seq) INTO last_value, called;
-        changed := seq_increment OPERATOR(pg_catalog.<>) step
-                   OR pg_catalog.mod(last_value, step) OPERATOR(pg_catalog.<>) node_group;
+    IF pg_catalog.to_regclass('idem.fence_jump_lock') IS NULL THEN
+        CREATE TABLE idem.fence_jump_lock ();
+        REVOKE ALL ON TABLE idem.fence_jump_lock FROM PUBLIC;
+    END IF;
+    FOR lane IN SELECT l.seq::pg_catalog.regclass AS seq, l.step, l.residue
+                  FROM (VALUES ('idem.fence_seq', 2048, node_group),
+                               ('idem.fence_jump_seq', 2048, node_group OPERATOR(pg_catalog.+) 1024),
+                               ('idem.outbox_lease_fence_seq', 1024, node_group)) l(seq, step, residue) LOOP
+        EXECUTE pg_catalog.format('SELECT s.last_value, s.is_called FROM %s s', lane.seq) INTO last_value, called;
+        changed := (SELECT s.seqincrement FROM pg_catalog.pg_sequence s
+                     WHERE s.seqrelid OPERATOR(pg_catalog.=) lane.seq) OPERATOR(pg_catalog.<>) lane.step
+                   OR pg_catalog.mod(last_value, lane.step) OPERATOR(pg_catalog.<>) lane.residue;
         IF changed THEN
             -- ALTER SEQUENCE holds a lock that nextval waits for until
             -- this transaction ends: the value read next is the last any
             -- session drew.
-            EXECUTE pg_catalog.format('ALTER SEQUENCE %s INCREMENT BY %s', seq, step);
-            EXECUTE pg_catalog.format('SELECT s.last_value, s.is_called FROM %s s', seq) INTO last_value, called;
+            EXECUTE pg_catalog.format('ALTER SEQUENCE %s INCREMENT BY %s', lane.seq, lane.step);
+            EXECUTE pg_catalog.format('SELECT s.last_value, s.is_called FROM %s s', lane.seq) INTO last_value, called;
             floor_value := last_value OPERATOR(pg_catalog.+) CASE WHEN called THEN 1 ELSE 0 END;
+            IF lane.seq OPERATOR(pg_catalog.<>) 'idem.outbox_lease_fence_seq'::pg_catalog.regclass THEN
+                -- The two fence lanes share one space of values: each
+                -- restarts above what the other issued too (before this
+                -- setup, with one step, either could have issued any value).
+                -- The other one's value read here is final: it stepped in its
+                -- residue already (an earlier turn of this loop, or before),
+                -- or it is the lane, which only jumps draw from, above its
+                -- own last value after this turn.
+                SELECT pg_catalog.max(v) INTO issued
+                  FROM (SELECT q.last_value FROM idem.fence_seq q
+                        UNION ALL SELECT q.last_value FROM idem.fence_jump_seq q) o(v);
+                floor_value := GREATEST(floor_value, issued OPERATOR(pg_catalog.+) 1);
+            END IF;
             next_value := floor_value OPERATOR(pg_catalog.+)
-                          pg_catalog.mod(pg_catalog.mod(node_group OPERATOR(pg_catalog.-) floor_value, step)
-                                         OPERATOR(pg_catalog.+) step, step);
-            EXECUTE pg_catalog.format('ALTER SEQUENCE %s RESTART WITH %s', seq, next_value);
+                          pg_catalog.mod(pg_catalog.mod(lane.residue OPERATOR(pg_catalog.-) floor_value, lane.step)
+                                         OPERATOR(pg_catalog.+) lane.step, lane.step);
+            EXECUTE pg_catalog.format('ALTER SEQUENCE %s RESTART WITH %s', lane.seq, next_value);
         END IF;
-        done := done OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(seq::pg_catalog.text,
-                    pg_catalog.jsonb_build_object('increment', step, 'residue', node_group, 'changed', changed));
+        done := done OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(lane.seq::pg_catalog.text,
+                    pg_catalog.jsonb_build_object('increment', lane.step, 'residue', lane.residue, 'changed', changed));
     END LOOP;
     RETURN pg_catalog.jsonb_build_object('node_group', node_group, 'sequences', done);
 END
 $$;
 COMMENT ON FUNCTION idem.citus_node_setup() IS
-    'On a Citus node: fence sequences step by 1024 in this node''s residue (its group id), so fences are unique across nodes. Idempotent.';
+    'On a Citus node: the fence sequence and its jump lane step by 2048 in this node''s residues (group id, group id + 1024), the outbox lease fences by 1024, so fences are unique across nodes. Idempotent.';
 REVOKE ALL ON FUNCTION idem.citus_node_setup() FROM PUBLIC;
 
 -- ==== Citus: distributing idem's tables (docs/beyond-one-server.md, "Sharding with Citus") ====

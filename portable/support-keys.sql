@@ -430,20 +430,24 @@ REVOKE ALL ON FUNCTION idem.portable_session_alive(bigint) FROM PUBLIC;
 
 -- The fence of a claim that takes an existing row over (a stale or failed
 -- key, a new generation): above the row's fence, so a key's fences only
--- rise. On one server idem.fence_seq alone ensures it (its next value is
--- above every fence it issued). On Citus each node draws from its own
--- sequence (INCREMENT BY 1024, values congruent to the node's group id:
--- idem.citus_node_setup), and a key whose shard moved from a node whose
--- sequence ran ahead may hold a fence above this node's next value. Then
--- the fence is the smallest value above the row's fence of this node's
--- class (still unique across nodes), drawn from the sequence after moving
--- it up so that its next value is that one: the node never issues it
--- again. The sequence is moved only when its last value, read in the same
--- statement, is below; otherwise it already passed the target and the next
--- draw is above the row's fence anyway. A draw of another session between
--- that read and the setval would be issued twice: PostgreSQL has no
--- conditional setval, so that window (one statement, on a node taking over
--- a key whose fence came from a node ahead of it) is the one left open.
+-- rise (fence_above, src/keys/fence.cpp, says the same). On one server
+-- idem.fence_seq alone ensures it (its next value is above every fence it
+-- issued). On Citus each node draws from its own sequence (INCREMENT BY
+-- 2048, values congruent to the node's group id g: idem.citus_node_setup),
+-- and a key whose shard moved from a node whose sequence ran ahead may hold
+-- a fence above this node's next value. Then the fence "jumps": it comes
+-- from the node's jump lane, idem.fence_jump_seq (values congruent to
+-- g + 1024, which no ordinary claim draws), moved up to the first of its
+-- values above the row's fence when its next one is not. Jumpers take
+-- turns under idem.fence_jump_lock (no rows, no grants: nobody else can
+-- take it), so the lane only rises. PL/pgSQL cannot release a lock before
+-- its transaction ends, except by rolling back the subtransaction that
+-- took it: the block raises {{sqlstate::portable_rollback}} and catches it; the sequence
+-- calls in it are not transactional and stay, and so does the variable.
+-- On one server (the lane steps by 1, unused) the same turn moves
+-- idem.fence_seq up to the target only while its last value is still
+-- below; an ordinary claim's nextval in the instant between that read and
+-- the setval could draw a value issued again (docs/internals.md).
 CREATE FUNCTION idem.portable_fence_above(old_fence bigint)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -452,17 +456,41 @@ AS $$
 DECLARE
     fence bigint := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
     step bigint;
-    gap bigint;
+    last bigint;
+    called boolean;
 BEGIN
-    WHILE fence <= old_fence LOOP
-        SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
-         WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
-        gap := (fence - old_fence) % step;      -- in (-step, 0]
-        PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, old_fence + gap, true)
-          FROM idem.fence_seq q
-         WHERE q.last_value < old_fence + gap;
-        fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-    END LOOP;
+    IF fence > old_fence THEN
+        RETURN fence;
+    END IF;
+    BEGIN
+        -- A database still at 1.2 (this body serves every version) has no
+        -- lane and no lock: it jumps in idem.fence_seq as 1.2 did.
+        IF pg_catalog.to_regclass('idem.fence_jump_lock') IS NOT NULL THEN
+            LOCK TABLE idem.fence_jump_lock IN EXCLUSIVE MODE;
+            SELECT s.seqincrement INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_jump_seq'::pg_catalog.regclass;
+        END IF;
+        IF step > 1 THEN
+            fence := pg_catalog.nextval('idem.fence_jump_seq'::pg_catalog.regclass);
+            IF fence <= old_fence THEN
+                fence := fence + ((old_fence - fence) / step + 1) * step;
+                PERFORM pg_catalog.setval('idem.fence_jump_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        ELSE
+            SELECT GREATEST(s.seqincrement, 1) INTO step FROM pg_catalog.pg_sequence s
+             WHERE s.seqrelid = 'idem.fence_seq'::pg_catalog.regclass;
+            fence := fence + ((old_fence - fence) / step + 1) * step;
+            SELECT q.last_value, q.is_called INTO last, called FROM idem.fence_seq q;
+            IF called AND last >= fence THEN
+                fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
+                PERFORM pg_catalog.setval('idem.fence_seq'::pg_catalog.regclass, fence, true);
+            END IF;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = '{{sqlstate::portable_rollback}}';
+    EXCEPTION WHEN SQLSTATE '{{sqlstate::portable_rollback}}' THEN
+        NULL;
+    END;
     RETURN fence;
 END
 $$;
@@ -556,8 +584,9 @@ BEGIN
         -- in a CASE there. A fence that takes a row over is above the
         -- row's (idem.portable_fence_above).
         IF action <> 'give_up' THEN
-            new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
-            IF action <> 'insert' AND new_fence <= r.fence THEN
+            IF action = 'insert' THEN
+                new_fence := pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass);
+            ELSE
                 new_fence := idem.portable_fence_above(r.fence);
             END IF;
             IF new_locked_until IS NULL THEN

@@ -26,8 +26,10 @@ inline constexpr char checkpoint_not_owned[] = "P4013";
 inline constexpr char lock_not_owned[] = "P4014";       // extend_lock
 inline constexpr char release_not_owned[] = "P4015";    // release
 inline constexpr char internal[] = "P4099";
-// Reserved: the portable engine's claim_or_wait raises and catches it to undo
-// a lost takeover (portable/functions/idem_claim_or_wait.sql); no caller sees it.
+// Reserved: the portable engine raises and catches it to roll a
+// subtransaction back: claim_or_wait to undo a lost takeover
+// (portable/functions/idem_claim_or_wait.sql), a fence's jump to release its
+// lock (idem.portable_fence_above); no caller sees it.
 inline constexpr char portable_rollback[] = "P4098";
 // Standard Postgres codes, for conditions that are not idem's own.
 inline constexpr char invalid_json[] = "22P02";          // invalid_text_representation

@@ -106,17 +106,23 @@ is(scalar(@{ $again->{nodes} }), 3, 'it sets up all three nodes');
 is(join(' ', map { $_->{setup}{sequences}{'idem.fence_seq'}{changed} ? 'changed' : 'kept' } @{ $again->{nodes} }),
 	'kept kept kept', 'and each node keeps its fence sequence');
 
-# ==== fences: each node in its own residue modulo 1024 ====
+# ==== fences: each node in its own residues ====
+# fence_seq by 2048 in residue g, its jump lane by 2048 in g + 1024, the
+# lease fences by 1024 in g (idem.citus_node_setup).
 my @residues = $cluster->on_every_node(q{
 	SELECT g.groupid || ' ' || string_agg(s.seqincrement || '/' || CASE s.seqrelid
-	         WHEN 'idem.fence_seq'::regclass THEN (SELECT mod(last_value, 1024) FROM idem.fence_seq)
+	         WHEN 'idem.fence_seq'::regclass THEN (SELECT mod(last_value, 2048) FROM idem.fence_seq)
+	         WHEN 'idem.fence_jump_seq'::regclass THEN (SELECT mod(last_value, 2048) FROM idem.fence_jump_seq)
 	         ELSE (SELECT mod(last_value, 1024) FROM idem.outbox_lease_fence_seq) END, ' ' ORDER BY s.seqrelid::regclass::text)
 	  FROM pg_dist_local_group g, pg_sequence s
-	 WHERE s.seqrelid IN ('idem.fence_seq'::regclass, 'idem.outbox_lease_fence_seq'::regclass)
+	 WHERE s.seqrelid IN ('idem.fence_seq'::regclass, 'idem.fence_jump_seq'::regclass,
+	                      'idem.outbox_lease_fence_seq'::regclass)
 	 GROUP BY g.groupid});
 for my $line (@residues) {
 	my ($group, @seqs) = split / /, $line;
-	is("@seqs", "1024/$group 1024/$group", "group $group: both fence sequences step by 1024 in residue $group");
+	my $lane = $group + 1024;
+	is("@seqs", "2048/$lane 2048/$group 1024/$group",
+		"group $group: the jump lane, fence_seq and the lease fences (by name) step in residues $lane, $group, $group");
 }
 # Keys claimed through the coordinator, one statement each (delegated):
 # each fence is drawn by
@@ -125,7 +131,7 @@ for my $line (@residues) {
 on_c(join '', map { "SELECT fence FROM idem.claim_idempotency_key('d70', 'k$_', 'h');\n" } 1 .. 40);
 is(on_c(q{
 	SELECT count(*) || ' ' || count(DISTINCT r.fence) || ' '
-	       || count(*) FILTER (WHERE mod(r.fence, 1024) = p.groupid)
+	       || count(*) FILTER (WHERE mod(r.fence, 2048) = p.groupid)
 	  FROM idem.idempotency_request r
 	  JOIN pg_dist_placement p
 	    ON p.shardid = get_shard_id_for_distribution_column('idem.idempotency_request', r.key)
@@ -199,16 +205,16 @@ is(join(' ', map {
 	$_->safe_psql('fresh', "SELECT count(*) FROM $copy WHERE scope = 'fresh'") } $cluster->nodes),
 	'1 1 1', 'fresh: every node has the policy in its copy');
 is(join(' ', map { $_->safe_psql('fresh', q{SELECT seqincrement FROM pg_sequence WHERE seqrelid = 'idem.fence_seq'::regclass}) }
-		$cluster->nodes), '1024 1024 1024', 'fresh: every node\'s fence sequence was set up');
+		$cluster->nodes), '2048 2048 2048', 'fresh: every node\'s fence sequence was set up');
 
 # A third worker: idem.citus_node_setup() there (IdemCitus::add_worker runs
 # it, as the documentation says) gives it its own residue.
 my $third = $cluster->add_worker;
 my ($group3, $inc3, $mod3) = split /\|/, $third->safe_psql('proof', q{
-	SELECT g.groupid, s.seqincrement, mod(f.last_value, 1024)
+	SELECT g.groupid, s.seqincrement, mod(f.last_value, 2048)
 	  FROM pg_dist_local_group g, pg_sequence s, idem.fence_seq f
 	 WHERE s.seqrelid = 'idem.fence_seq'::regclass});
-is("$inc3 $mod3", "1024 $group3", "a worker added later steps in its own residue ($group3)");
+is("$inc3 $mod3", "2048 $group3", "a worker added later steps in its own residue ($group3)");
 
 $cluster->stop;
 done_testing();

@@ -1,10 +1,12 @@
 -- A fence never goes back for a key, even where idem.fence_seq is behind the
--- key's row: on Citus each node draws from its own sequence, INCREMENT BY
--- 1024, and a shard moved from a node further ahead brings rows whose fences
--- are above this node's next value (src/keys/fence.hpp). A takeover or a new
--- generation then takes the smallest value above the row's fence that this
--- node may issue (congruent to its sequence modulo the increment), and the
--- sequence moves there so that the node never issues it again.
+-- key's row. On Citus a jump above the row takes the node's jump lane
+-- (87_fence_above_sequence); where the lane is unused (it steps by 1, as on
+-- one server) the jump is made in idem.fence_seq itself, under the lane's
+-- lock and only upwards (src/keys/fence.cpp): here a sequence stepping by
+-- 1024, set behind a row by hand. A takeover or a new generation then takes
+-- the smallest value above the row's fence congruent to the sequence modulo
+-- its increment, and the sequence moves there so that the node never
+-- issues it again.
 ALTER SEQUENCE idem.fence_seq INCREMENT BY 1024 RESTART WITH 1027;
 SELECT fence = 1027 AS from_the_sequence
   FROM idem.claim_idempotency_key('fence-rise', 'k', 'h');
