@@ -71,12 +71,10 @@ int64 exhaust_attempts(int32 limit) {
 int load_candidates(MemoryContext round_context, int32 limit, Candidate **out) {
   begin_transaction("idem: finding keys for completers");
   MemoryContext transaction_context = MemoryContextSwitchTo(round_context);
-  *out = static_cast<Candidate *>(palloc0(sizeof(Candidate) * limit));
-  Candidate *candidates = *out;
-  int count = DatumGetInt32(run_guarded([limit, candidates]() -> Datum {
+  int count = DatumGetInt32(run_guarded([limit, out]() -> Datum {
     SpiSession session;
     spi_connect(&session);
-    int rows = load_due_keys(&session, limit, candidates);
+    int rows = load_due_keys(&session, limit, out);
     spi_finish(&session);
     return Int32GetDatum(rows);
   }));

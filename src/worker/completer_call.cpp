@@ -60,12 +60,6 @@ uint64 exhaust_attempts(SpiSession *session, int32 limit, int max_batches, bool 
   return total;
 }
 
-int load_candidates(SpiSession *session, int32 limit, Candidate **out) {
-  *out = static_cast<Candidate *>(
-      MemoryContextAllocZero(session->caller_context, sizeof(Candidate) * limit));
-  return load_due_keys(session, limit, *out);
-}
-
 // The claim a client's retry would make (completer_claim): exactly one of
 // this call and a late retry owns the key.
 CallOwnership claim(SpiSession *session, const Candidate &candidate) {
@@ -343,7 +337,7 @@ void run_completers_in_call(SpiSession *session, int32 limit, int max_batches,
     return;  // a 1.0 schema: no policies
   totals->exhausted += exhaust_attempts(session, limit, max_batches, &totals->full_batch);
   Candidate *candidates = nullptr;
-  int count = load_candidates(session, limit, &candidates);
+  int count = load_due_keys(session, limit, &candidates);
   if (count == limit) totals->full_batch = true;
   for (int i = 0; i < count; ++i) {
     CHECK_FOR_INTERRUPTS();

@@ -22,13 +22,13 @@ struct Candidate {
 IDEM_LONGJMP_SAFE(Candidate);
 
 // The due keys (statement completer_candidates), oldest first, at most
-// `limit`, copied into candidates[0 ..] (room for `limit`, in the session's
-// caller context); their count. Read from each relation of the key table
+// `limit`: their count, and *candidates set to their copies (in the
+// session's caller context). Read from each relation of the key table
 // on this node in turn (keys/maintenance.hpp): on Citus from its shards
 // here, so that each node runs the completers of the keys it holds and the
 // coordinator, which holds none, runs none (docs/internals.md, "On Citus");
 // the keys are then oldest first within each shard. SPI connected.
-int load_due_keys(SpiSession *session, int32 limit, Candidate *candidates);
+int load_due_keys(SpiSession *session, int32 limit, Candidate **candidates);
 
 // Whether a key's status and failure code (read with the run's fence) are
 // an outcome its completer recorded: not processing, and not the sweeper's
