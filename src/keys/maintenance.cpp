@@ -54,20 +54,6 @@ struct KeyRelations {
   Oid policy_shard;
 };
 
-// The shards of `table` that this node holds, by local_shards.
-uint64 local_shards(SpiSession *session, Oid table, Oid **shards) {
-  Datum argument = ObjectIdGetDatum(table);
-  uint64 found = spi_run(session, Statement::local_shards, &argument, nullptr);
-  *shards = static_cast<Oid *>(palloc(sizeof(Oid) * (found == 0 ? 1 : found)));
-  uint64 count = 0;
-  for (uint64 i = 0; i < found; ++i) {
-    bool isnull;
-    Datum shard = spi_copy_datum(session, i, 1, &isnull);
-    if (!isnull) (*shards)[count++] = DatumGetObjectId(shard);
-  }
-  return count;
-}
-
 KeyRelations key_relations(SpiSession *session) {
   using catalog_cache::IdemRelation;
   KeyRelations found = {catalog_cache::relation_oid(IdemRelation::key_table), 1, nullptr,
@@ -223,6 +209,19 @@ int compare_scopes(const ListCell *a, const ListCell *b) {
 
 }  // namespace
 
+uint64 local_shards(SpiSession *session, Oid table, Oid **shards) {
+  Datum argument = ObjectIdGetDatum(table);
+  uint64 found = spi_run(session, Statement::local_shards, &argument, nullptr);
+  *shards = static_cast<Oid *>(palloc(sizeof(Oid) * (found == 0 ? 1 : found)));
+  uint64 count = 0;
+  for (uint64 i = 0; i < found; ++i) {
+    bool isnull;
+    Datum shard = spi_copy_datum(session, i, 1, &isnull);
+    if (!isnull) (*shards)[count++] = DatumGetObjectId(shard);
+  }
+  return count;
+}
+
 // The in-place purge writes without the executor, so for it this is the
 // only check; for the others it names the function instead of the statement.
 void require_writable_for_maintenance(Statement statement) {
@@ -254,13 +253,15 @@ uint64 purge_consumed_on_shards(SpiSession *session, Datum *params, int32 limit)
   return total;
 }
 
-uint64 run_on_key_relations(SpiSession *session, Statement statement, Datum *params,
-                            int32 limit) {
+uint64 run_on_key_relations(SpiSession *session, Statement statement, Datum *params, int32 limit,
+                            RelationRows take, void *context) {
   KeyRelations where = key_relations(session);
   uint64 total = 0;
   for (int i = 0; i < where.count && total < static_cast<uint64>(limit); ++i) {
     params[1] = Int32GetDatum(limit - static_cast<int32>(total));
-    total += run_on(session, where, where.relations[i], statement, params);
+    uint64 rows = run_on(session, where, where.relations[i], statement, params);
+    if (take != nullptr) take(session, rows, context);
+    total += rows;
   }
   return total;
 }

@@ -14,11 +14,24 @@ namespace idem {
 // backlog is done (for now). May raise an error.
 uint64 run_maintenance_batch(SpiSession *session, Statement statement, int32 limit);
 
-// A statement that writes key rows in a batch ($2: its limit, set here in
-// params[1]) over every relation of the key table on this node in turn, up
-// to `limit` rows in all: the table itself, or on Citus its shards here
-// (docs/internals.md, "On Citus"). Returns the rows it processed.
-uint64 run_on_key_relations(SpiSession *session, Statement statement, Datum *params, int32 limit);
+// Reads the rows one relation's statement left in the session (before the
+// next relation's statement replaces them); `context` is the caller's.
+using RelationRows = void (*)(SpiSession *session, uint64 rows, void *context);
+
+// A statement that writes or reads key rows in a batch ($2: its limit, set
+// here in params[1]) over every relation of the key table on this node in
+// turn, up to `limit` rows in all: the table itself, or on Citus its shards
+// here (docs/internals.md, "On Citus"), the local shard of the reference
+// table idem.scope_policy read in that table's place beside each. Each
+// relation's rows go to `take` when it is given. Returns the rows it
+// processed.
+uint64 run_on_key_relations(SpiSession *session, Statement statement, Datum *params, int32 limit,
+                            RelationRows take = nullptr, void *context = nullptr);
+
+// The shards of the Citus table `table` that this node holds
+// (idem.local_relations; none on the coordinator): their count, and
+// *shards (palloc'd in the current context) set to their OIDs.
+uint64 local_shards(SpiSession *session, Oid table, Oid **shards);
 
 // idem.purge_consumed's batch where the inbox is a Citus table
 // (citus::is_citus_table): on each shard of it this node holds, up to

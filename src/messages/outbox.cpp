@@ -4,6 +4,9 @@
 // outbox_failed stays PL/pgSQL (sql/idem--1.0--1.1.sql, section inbox). The
 // errors keep the words of the PL/pgSQL functions they replace.
 #include "pure/errors.hpp"
+#include "keys/maintenance.hpp"
+#include "pg/catalog_cache.hpp"
+#include "pg/citus.hpp"
 #include "pg/guard.hpp"
 #include "messages/message_arguments.hpp"
 #include "pg/spi_session.hpp"
@@ -153,6 +156,16 @@ Datum outbox_put(FunctionCallInfo fcinfo) {
   PG_RETURN_INT64(id);
 }
 
+// The rows a lease statement returned, into outbox_lease's result.
+void put_leased(const SpiSession *session, uint64 rows, ReturnSetInfo *result) {
+  for (uint64 row = 0; row < rows; ++row) {
+    Datum values[lease_columns];
+    bool isnull[lease_columns];
+    spi_copy_row(session, row, lease_columns, values, isnull);
+    tuplestore_putvalues(result->setResult, result->setDesc, values, isnull);
+  }
+}
+
 // outbox_lease(batch_limit, lease, event_types): the due events, leased.
 Datum outbox_lease(FunctionCallInfo fcinfo) {
   if (PG_ARGISNULL(0) || PG_GETARG_INT32(0) <= 0)
@@ -181,12 +194,26 @@ Datum outbox_lease(FunctionCallInfo fcinfo) {
   Statement lease = scope_owners_loaded() ? Statement::outbox_lease : Statement::outbox_lease_11;
   SpiSession session;
   spi_connect(&session);
-  uint64 rows = spi_run(&session, lease, params, nulls);
-  for (uint64 row = 0; row < rows; ++row) {
-    Datum values[lease_columns];
-    bool isnull[lease_columns];
-    spi_copy_row(&session, row, lease_columns, values, isnull);
-    tuplestore_putvalues(result->setResult, result->setDesc, values, isnull);
+  if (!citus::is_citus_table(catalog_cache::IdemRelation::outbox_event)) {
+    put_leased(&session, spi_run(&session, lease, params, nulls), result);
+  } else {
+    // Citus refuses the statement's FOR UPDATE on the distributed table:
+    // it runs on each shard of the outbox this node holds instead, by
+    // name, up to batch_limit in all (docs/internals.md, "On Citus"). An
+    // aggregate's order is kept among the events of one shard; the
+    // coordinator holds none and leases nothing.
+    Oid *shards;
+    uint64 count = local_shards(
+        &session, catalog_cache::relation_oid(catalog_cache::IdemRelation::outbox_event), &shards);
+    int32 limit = PG_GETARG_INT32(0);
+    int32 leased = 0;
+    for (uint64 i = 0; i < count && leased < limit; ++i) {
+      params[3] = Int32GetDatum(limit - leased);
+      OnRelation names[1] = {{"idem.outbox_event", shards[i]}};
+      uint64 rows = spi_run_on(&session, lease, names, 1, params, nulls);
+      put_leased(&session, rows, result);
+      leased += static_cast<int32>(rows);
+    }
   }
   spi_finish(&session);
   return Datum(0);

@@ -18,6 +18,7 @@ enum class IdemRelation {
   consumed_message_pkey,  // its primary key's index
   scope_policy,           // idem.scope_policy (1.1)
   scope_owner,            // idem.scope_owner (1.2)
+  outbox_event,           // idem.outbox_event (1.1)
 };
 
 // The relation's name in schema idem.

@@ -42,8 +42,6 @@ void end_transaction() {
 
 namespace {
 
-constexpr int candidate_columns = 4;
-
 bool policy_table_present() {
   // scope_policy is missing from a 1.0 schema.
   return OidIsValid(get_extension_oid("idem", true)) &&
@@ -73,22 +71,12 @@ int64 exhaust_attempts(int32 limit) {
 int load_candidates(MemoryContext round_context, int32 limit, Candidate **out) {
   begin_transaction("idem: finding keys for completers");
   MemoryContext transaction_context = MemoryContextSwitchTo(round_context);
-  *out = static_cast<Candidate *>(palloc0(sizeof(Candidate) * limit));
-  Candidate *candidates = *out;
-  int count = DatumGetInt32(run_guarded([limit, candidates]() -> Datum {
-    Datum params[2] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit)};
+  int count = DatumGetInt32(run_guarded([limit, out]() -> Datum {
     SpiSession session;
     spi_connect(&session);
-    uint64 rows = spi_run(&session, Statement::completer_candidates, params, nullptr);
-    for (uint64 row = 0; row < rows; ++row) {
-      Datum values[candidate_columns];
-      bool nulls[candidate_columns];
-      spi_copy_row(&session, row, candidate_columns, values, nulls);
-      candidates[row] = Candidate{values[0], values[1], values[2],
-                                  nulls[3] ? InvalidOid : DatumGetObjectId(values[3])};
-    }
+    int rows = load_due_keys(&session, limit, out);
     spi_finish(&session);
-    return Int32GetDatum(static_cast<int32>(rows));
+    return Int32GetDatum(rows);
   }));
   MemoryContextSwitchTo(transaction_context);
   end_transaction();

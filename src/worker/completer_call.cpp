@@ -38,8 +38,6 @@ namespace idem {
 
 namespace {
 
-constexpr int candidate_columns = 4;
-
 // What the call's claim of a key granted.
 struct CallOwnership {
   bool owned;
@@ -60,21 +58,6 @@ uint64 exhaust_attempts(SpiSession *session, int32 limit, int max_batches, bool 
   }
   *more = true;
   return total;
-}
-
-int load_candidates(SpiSession *session, int32 limit, Candidate **out) {
-  Datum params[2] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit)};
-  uint64 rows = spi_run(session, Statement::completer_candidates, params, nullptr);
-  Candidate *candidates = static_cast<Candidate *>(palloc0(sizeof(Candidate) * (rows + 1)));
-  for (uint64 row = 0; row < rows; ++row) {
-    Datum values[candidate_columns];
-    bool nulls[candidate_columns];
-    spi_copy_row(session, row, candidate_columns, values, nulls);
-    candidates[row] = Candidate{values[0], values[1], values[2],
-                                nulls[3] ? InvalidOid : DatumGetObjectId(values[3])};
-  }
-  *out = candidates;
-  return static_cast<int>(rows);
 }
 
 // The claim a client's retry would make (completer_claim): exactly one of
@@ -354,7 +337,7 @@ void run_completers_in_call(SpiSession *session, int32 limit, int max_batches,
     return;  // a 1.0 schema: no policies
   totals->exhausted += exhaust_attempts(session, limit, max_batches, &totals->full_batch);
   Candidate *candidates = nullptr;
-  int count = load_candidates(session, limit, &candidates);
+  int count = load_due_keys(session, limit, &candidates);
   if (count == limit) totals->full_batch = true;
   for (int i = 0; i < count; ++i) {
     CHECK_FOR_INTERRUPTS();

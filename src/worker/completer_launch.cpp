@@ -13,6 +13,7 @@
 #include "worker/completer_launch.hpp"
 
 #include "worker/completer_call.hpp"
+#include "keys/maintenance.hpp"
 #include "worker/completer_run.hpp"
 #include "pg/guard.hpp"
 #include "pg/spi_session.hpp"
@@ -31,6 +32,48 @@ extern "C" {
 }
 
 namespace idem {
+
+namespace {
+
+constexpr int candidate_columns = 4;
+
+struct DueKeys {
+  Candidate *candidates;  // in the session's caller context
+  int count;
+  int room;
+};
+IDEM_LONGJMP_SAFE(DueKeys);
+
+// One relation's due keys, appended (run_on_key_relations's RelationRows).
+void take_due_keys(SpiSession *session, uint64 rows, void *context) {
+  DueKeys *due = static_cast<DueKeys *>(context);
+  if (due->count + static_cast<int>(rows) > due->room) {
+    due->room = due->count + static_cast<int>(rows);
+    due->candidates =
+        static_cast<Candidate *>(repalloc(due->candidates, sizeof(Candidate) * due->room));
+  }
+  for (uint64 row = 0; row < rows; ++row) {
+    Datum values[candidate_columns];
+    bool nulls[candidate_columns];
+    spi_copy_row(session, row, candidate_columns, values, nulls);
+    due->candidates[due->count++] = Candidate{values[0], values[1], values[2],
+                                              nulls[3] ? InvalidOid : DatumGetObjectId(values[3])};
+  }
+}
+
+}  // namespace
+
+int load_due_keys(SpiSession *session, int32 limit, Candidate **candidates) {
+  // Sized by the keys found, not by the limit, which a call may set high.
+  DueKeys due = {static_cast<Candidate *>(MemoryContextAlloc(session->caller_context,
+                                                             sizeof(Candidate))),
+                 0, 1};
+  Datum params[2] = {TimestampTzGetDatum(GetCurrentTimestamp()), Int32GetDatum(limit)};
+  (void)run_on_key_relations(session, Statement::completer_candidates, params, limit,
+                             take_due_keys, &due);
+  *candidates = due.candidates;
+  return due.count;
+}
 
 namespace {
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "pg/pg.hpp"
+#include "pg/spi_session.hpp"
 
 namespace idem {
 
@@ -19,6 +20,15 @@ struct Candidate {
   Oid completer;
 };
 IDEM_LONGJMP_SAFE(Candidate);
+
+// The due keys (statement completer_candidates), oldest first, at most
+// `limit`: their count, and *candidates set to their copies (in the
+// session's caller context). Read from each relation of the key table
+// on this node in turn (keys/maintenance.hpp): on Citus from its shards
+// here, so that each node runs the completers of the keys it holds and the
+// coordinator, which holds none, runs none (docs/internals.md, "On Citus");
+// the keys are then oldest first within each shard. SPI connected.
+int load_due_keys(SpiSession *session, int32 limit, Candidate **candidates);
 
 // Whether a key's status and failure code (read with the run's fence) are
 // an outcome its completer recorded: not processing, and not the sweeper's
