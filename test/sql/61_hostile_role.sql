@@ -257,6 +257,14 @@ SET search_path = hostile61, pg_catalog;
 -- ==== the key store: every claim kind, every completion ====
 SELECT kind FROM idem.claim_idempotency_key('h61', 'k1', 'h');
 SELECT public.h61_try($$SELECT count(*) FROM idem.idempotency_request$$) AS no_table_access;
+-- The fence sequences and the jumpers' lock (src/keys/fence.cpp): a role
+-- that could lock idem.fence_jump_lock would stall every jump on the node,
+-- and one that could set a fence sequence could have fences issued twice.
+SELECT public.h61_try($$LOCK TABLE idem.fence_jump_lock IN EXCLUSIVE MODE$$) AS no_jump_lock;
+SELECT public.h61_try($$LOCK TABLE idem.fence_jump_lock IN ACCESS SHARE MODE$$) AS no_jump_lock_share;
+SELECT public.h61_try($$SELECT pg_catalog.nextval('idem.fence_jump_seq')$$) AS no_lane_draw;
+SELECT public.h61_try($$SELECT pg_catalog.setval('idem.fence_jump_seq', 1)$$) AS no_lane_set;
+SELECT public.h61_try($$SELECT pg_catalog.setval('idem.fence_seq', 1)$$) AS no_fence_set;
 SELECT kind FROM idem.claim_idempotency_key('h61', 'k1', 'h');
 SELECT idem.retry_after('h61', c) IS NOT NULL AS retry_after_given
   FROM idem.claim_idempotency_key('h61', 'k1', 'h') c;
