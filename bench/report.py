@@ -109,6 +109,46 @@ def physical_floor(med_tps, wal, cells, verdicts):
     return out
 
 
+def bound_table(med_tps, cells, verdicts, flush_slow):
+    """Peer bound: idem's new-key script with idem.bind_lock_to_session on,
+    whose claim commits without its own flush when it wrote nothing else.
+    Its targets: with synchronous_commit on, 1.3x the floor at one client
+    (1.6x where a flush costs about 1 ms) and ahead of it with more; the
+    unbound idem with synchronous_commit off, 0.85x the floor at one client."""
+    rows = [c for c in cells if c[0] == "newkey" and (c[0], c[1], c[2], "bound") in med_tps]
+    if not rows:
+        return []
+    out = ["Bound claims: the new-key lifecycle with idem.bind_lock_to_session on (bound), against "
+           "idem unbound and the floor in the same rounds; median tps:", "",
+           "| sync commit | clients | bound tps | idem tps | floor tps | bound/floor | idem/floor | bound/idem "
+           "| target | met |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for workload, sync, clients in rows:
+        b, i, f = (med_tps.get((workload, sync, clients, p)) for p in ("bound", "idem", "floor"))
+        r = lambda x, y: x / y if x and y else None
+        goal = None
+        if sync == "on":
+            goal = ("bound", (1.6 if flush_slow else 1.3) if clients == 1 else 1.0)
+        elif clients == 1:
+            goal = ("idem", 0.85)
+        goal_text, met = "-", "-"
+        if goal:
+            who, minimum = goal
+            v = r(b if who == "bound" else i, f)
+            ok = v is not None and v >= minimum
+            goal_text = f"{who}/floor ≥ {minimum:g}" if clients == 1 else f"{who}/floor > {minimum:g}"
+            if clients != 1:
+                ok = v is not None and v > minimum
+            met = "yes" if ok else "**no**"
+            verdicts.append((f"{workload}, sync {sync}, {clients} clients: {goal_text}",
+                             f"{v:.2f}" if v else "n/a", ok))
+        fmt = lambda v, d=0: "n/a" if v is None else f"{v:,.{d}f}"
+        out.append("| " + " | ".join([sync, str(clients), fmt(b), fmt(i), fmt(f), fmt(r(b, f), 2),
+                                       fmt(r(i, f), 2), fmt(r(b, i), 2), goal_text, met]) + " |")
+    out.append("")
+    return out
+
+
 def ab_table(med_tps, cells, tps_by_round):
     """BENCH_AB: idem against itself with the file applied (peer ab), and
     both against the cell's physical floor peer, all in the same rounds.
@@ -178,6 +218,8 @@ def main():
     ap.add_argument("--rounds", default="?")
     ap.add_argument("--seconds", default="?")
     ap.add_argument("--purge-batch", default="?")
+    ap.add_argument("--flush-slow", action="store_true",
+                    help="the run made a flush cost about 1 ms (BENCH_FLUSH_DELAY)")
     args = ap.parse_args()
 
     tps = defaultdict(list)
@@ -236,6 +278,7 @@ def main():
 
     out.extend(physical_floor(med_tps, wal, cells, verdicts))
     out.extend(messages_table(med_tps, med_lat, verdicts))
+    out.extend(bound_table(med_tps, cells, verdicts, args.flush_slow))
     out.extend(ab_table(med_tps, cells, tps_by_round))
     out.extend(wait_samples(args.raw))
 
