@@ -12,8 +12,13 @@ namespace {
 constexpr int max_key_chars = 255;
 constexpr int max_scope_chars = 255;
 
-int char_length(const text *value) {
-  return pg_mbstrlen_with_len(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+// The length in characters, where it matters: a text of 1 to `max_chars`
+// bytes has 1 to `max_chars` characters (a character takes at least one
+// byte), so only a longer one is counted.
+int char_length(const text *value, int max_chars) {
+  int bytes = static_cast<int>(VARSIZE_ANY_EXHDR(value));
+  if (bytes <= max_chars) return bytes;
+  return pg_mbstrlen_with_len(VARDATA_ANY(value), bytes);
 }
 
 }  // namespace
@@ -21,9 +26,11 @@ int char_length(const text *value) {
 int errdetail_key(const KeyName &name, const char *suffix) {
   StringInfoData detail;
   initStringInfo(&detail);
-  if (name.scope != nullptr) appendStringInfo(&detail, "scope \"%s\"", name.scope);
+  if (name.scope != nullptr)
+    appendStringInfo(&detail, "scope \"%s\"", message_text::excerpt(name.scope));
   if (name.key != nullptr)
-    appendStringInfo(&detail, "%skey \"%s\"", detail.len > 0 ? ", " : "", name.key);
+    appendStringInfo(&detail, "%skey \"%s\"", detail.len > 0 ? ", " : "",
+                     message_text::excerpt(name.key));
   if (suffix != nullptr) appendStringInfo(&detail, "%s%s", detail.len > 0 ? "; " : "", suffix);
   if (detail.len == 0) return 0;
   return errdetail_internal("%s", detail.data);
@@ -39,8 +46,8 @@ void require_scope_and_key(FunctionCallInfo fcinfo, text **scope, text **key, Ke
                     errhint("Pass the command domain the key belongs to, such as "
                             "'create_order'.")));
   *scope = PG_GETARG_TEXT_PP(0);
-  name->scope = message_text::excerpt(*scope);
-  int scope_chars = char_length(*scope);
+  name->scope = *scope;
+  int scope_chars = char_length(*scope, max_scope_chars);
   if (scope_chars == 0)
     ereport(ERROR, (errcode_of(sqlstate::scope_invalid),
                     errmsg("idempotency scope must not be empty"), errdetail_key(*name),
@@ -58,8 +65,8 @@ void require_scope_and_key(FunctionCallInfo fcinfo, text **scope, text **key, Ke
                     errhint("Send the request again with an Idempotency-Key header, such as a "
                             "UUID.")));
   *key = PG_GETARG_TEXT_PP(1);
-  name->key = message_text::excerpt(*key);
-  int key_chars = char_length(*key);
+  name->key = *key;
+  int key_chars = char_length(*key, max_key_chars);
   if (key_chars == 0)
     ereport(ERROR, (errcode_of(sqlstate::key_invalid),
                     errmsg("the Idempotency-Key must not be empty"), errdetail_key(*name),

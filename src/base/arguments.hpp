@@ -7,15 +7,17 @@
 
 namespace idem {
 
-// The (scope, key) an error is about; either may be null.
+// The (scope, key) an error is about; either may be null. The caller's texts,
+// quoted (message_text::excerpt) only when a message is made: a call that
+// raises nothing never copies them.
 struct KeyName {
-  const char *scope;
-  const char *key;
+  const text *scope;
+  const text *key;
 };
 IDEM_LONGJMP_SAFE(KeyName);
 
 // Fetches scope and key (arguments 0 and 1) and checks them (P4000, P4001).
-// The returned texts are detoasted; name receives C strings for messages.
+// The returned texts are detoasted; name points at them, for messages.
 void require_scope_and_key(FunctionCallInfo fcinfo, text **scope, text **key, KeyName *name);
 
 // A required non-empty text argument (request hash, failure code, recovery point).

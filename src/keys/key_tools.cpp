@@ -5,6 +5,7 @@
 #include "base/arguments.hpp"
 #include "pure/errors.hpp"
 #include "pg/guard.hpp"
+#include "pg/message_text.hpp"
 #include "pg/spi_session.hpp"
 
 namespace idem {
@@ -28,8 +29,9 @@ void log_tool_use(const char *tool, const KeyName &name, const char *what) {
   ereport(LOG, (errmsg("idem.%s by session user \"%s\", role \"%s\", application \"%s\": "
                        "scope \"%s\", key \"%s\": %s",
                        tool, role_name(GetSessionUserId()), role_name(GetOuterUserId()),
-                       application_name != nullptr ? application_name : "", name.scope,
-                       name.key, what)));
+                       application_name != nullptr ? application_name : "",
+                       message_text::excerpt(name.scope), message_text::excerpt(name.key),
+                       what)));
 }
 
 // What the log and the errors report about a row: its status and fence,
