@@ -4,10 +4,10 @@
 -- (idem.portable_claim_once, portable/support-keys.sql): a look without a
 -- lock, and a write only when the key must change.
 --
--- The common call (no interval argument, no idem.* setting, the key's row
--- absent) is done here in two statements and no nested call: one read of
--- the scope's policy together with whether the key exists, then claim_once's
--- INSERT ... ON CONFLICT DO NOTHING. Every other case (a policy or setting
+-- The common call (no interval argument, each idem.* setting unset or at its
+-- default, the key's row absent) is done here in two statements and no
+-- nested call: one read of the scope's policy together with whether the key
+-- exists, then claim_once's INSERT ... ON CONFLICT DO NOTHING. Every other case (a policy or setting
 -- to resolve, a bound lock, the key present, a twin's insert first, a
 -- read-only transaction) goes the general way, idem.portable_claim_policy
 -- then idem.portable_claim_once, which gives the same answers and errors;
@@ -43,12 +43,17 @@ BEGIN
           INTO policy_lock, policy_retention, policy_forever, policy_attempts, policy_bind, present
           FROM (SELECT) AS one
           LEFT JOIN idem.scope_policy sp ON sp.scope = claim_idempotency_key.scope;
-        -- What portable_claim_policy resolves, where no setting is read.
-        IF (policy_lock IS NOT NULL OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '')
+        -- What portable_claim_policy resolves, where no setting is read or
+        -- each reads as its default (unset, or the text of the default the
+        -- C++ engine's library registers where it is loaded beside this
+        -- engine: '5min', '1d', 'off').
+        IF (policy_lock IS NOT NULL
+            OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min'))
            AND (policy_forever OR policy_retention IS NOT NULL
-                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') = '')
+                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d'))
            AND NOT coalesce(policy_bind,
-                            coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') <> '') THEN
+                            coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '')
+                                NOT IN ('', 'off')) THEN
             policy_lock := coalesce(policy_lock, interval '5 minutes');
             policy_retention := CASE WHEN policy_forever THEN NULL
                                      ELSE coalesce(policy_retention, interval '1 day') END;
