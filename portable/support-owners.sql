@@ -246,9 +246,12 @@ DECLARE
     refusal text;
 BEGIN
     IF scope IS NULL
-       OR NOT EXISTS (SELECT FROM idem.scope_owner)
-          AND (current_setting('idem.require_scope_owner', true) IS NULL
-               OR NOT idem.portable_require_scope_owner()) THEN
+       OR current_setting('idem.require_scope_owner', true) IS NULL
+          AND NOT EXISTS (SELECT FROM idem.scope_owner) THEN
+        RETURN;
+    END IF;
+    -- Apart, so that the common case above starts no call of a function.
+    IF NOT EXISTS (SELECT FROM idem.scope_owner) AND NOT idem.portable_require_scope_owner() THEN
         RETURN;
     END IF;
     refusal := idem.portable_scope_refusal(scope);

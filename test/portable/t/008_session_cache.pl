@@ -50,7 +50,7 @@ sub session_reading
 	my ($reader, $sql) = @_;
 	my $before = calls_of($reader);
 	my ($ret, $stdout, $stderr) = $node->psql('shop', "\\set VERBOSITY verbose\n$sql",
-		extra_params => [ '-U', 'app' ]);
+		extra_params => [ '-U', 'app' ], on_error_stop => 0);
 	$node->poll_query_until('shop', qq{
 		SELECT coalesce(sum(calls), 0) > $before FROM pg_stat_user_functions
 		 WHERE schemaname = 'idem' AND funcname = '$reader'})
@@ -120,7 +120,7 @@ like(call_token(), qr/42501: permission denied for function portable_backend_sta
 sub call_token
 {
 	my ($ret, $stdout, $stderr) = $node->psql('shop', "\\set VERBOSITY verbose\nSELECT idem.portable_backend_start()",
-		extra_params => [ '-U', 'app' ]);
+		extra_params => [ '-U', 'app' ], on_error_stop => 0);
 	return $stderr;
 }
 
