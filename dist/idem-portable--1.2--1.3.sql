@@ -395,8 +395,9 @@ REVOKE ALL ON FUNCTION idem.portable_session_token_of(timestamptz) FROM PUBLIC;
 -- at max_connections 100) is read at the session's first bound claim
 -- instead of at each. The value cannot change within a session, so a plan
 -- made again (after an invalidation) folds the same one; the plan is the
--- backend's own, so nothing a caller can SET or create reaches it. Called
--- only where a NULL is harmless to fold (no CASE arm a raise would escape).
+-- backend's own, so nothing a caller can SET or create reaches it. It
+-- never raises (NULL where hidden): the planner folds it wherever a
+-- statement names it, even in a CASE arm that does not run.
 CREATE OR REPLACE FUNCTION idem.portable_backend_start()
 RETURNS timestamptz
 LANGUAGE sql IMMUTABLE
