@@ -416,8 +416,8 @@ BEGIN
       INTO p FROM idem.scope_policy sp WHERE sp.scope = portable_claim_policy.scope;
     IF given_lock_timeout IS NULL AND p.lock_timeout IS NOT NULL THEN
         lock_timeout := p.lock_timeout;
-    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '' THEN
-        lock_timeout := interval '5 minutes';  -- the setting's default, unset
+    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min') THEN
+        lock_timeout := interval '5 minutes';  -- the setting's default: unset, or as registered
     ELSIF given_lock_timeout IS NULL THEN
         lock_timeout := pg_catalog.make_interval(secs =>
             idem.portable_int_setting('idem.lock_timeout', 300000, 'ms', 1, 2147483647) / 1000.0);
@@ -429,8 +429,8 @@ BEGIN
         retention := NULL;
     ELSIF given_retention IS NULL AND p.retention IS NOT NULL THEN
         retention := p.retention;
-    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') = '' THEN
-        retention := interval '1 day';  -- the setting's default, unset
+    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d') THEN
+        retention := interval '1 day';  -- the setting's default: unset, or as registered
     ELSIF given_retention IS NULL THEN
         retention_s := idem.portable_int_setting('idem.retention', 86400, 's', -1, 2147483647);
         IF retention_s = 0 THEN
@@ -446,7 +446,7 @@ BEGIN
     END IF;
     max_attempts := coalesce(p.max_attempts, 0);
     bind := coalesce(p.bind_lock_to_session,
-                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') = ''
+                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') IN ('', 'off')
                           THEN false ELSE idem.portable_bind_setting() END);
 END
 $$;
@@ -470,20 +470,45 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_session_token_of(timestamptz) FROM PUBLIC;
 
+-- This session's backend_start, or NULL where pg_stat_activity hides it
+-- from the extension's owner. Declared IMMUTABLE though it reads the
+-- backend's status, so that the planner folds a call with no argument into
+-- a constant of the calling statement's plan: portable_session_token's
+-- plan, which PL/pgSQL keeps for the session, holds the value, and the
+-- status array (every backend's entry, copied once per transaction, 130 kB
+-- at max_connections 100) is read at the session's first bound claim
+-- instead of at each. The value cannot change within a session, so a plan
+-- made again (after an invalidation) folds the same one; the plan is the
+-- backend's own, so nothing a caller can SET or create reaches it. It
+-- never raises (NULL where hidden): the planner folds it wherever a
+-- statement names it, even in a CASE arm that does not run.
+CREATE FUNCTION idem.portable_backend_start()
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT a.backend_start FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a
+$$;
+REVOKE ALL ON FUNCTION idem.portable_backend_start() FROM PUBLIC;
+
 -- This session's token. pg_stat_activity shows a session's backend_start
 -- only to roles with the privileges of its user (or pg_read_all_stats): an
 -- extension owner without them cannot bind, and is told so (55000, as the
--- C++ engine without its registry).
+-- C++ engine without its registry). A folded NULL (the owner could not see
+-- the session when the plan was made) is read again, uncached, so that a
+-- grant made since is honoured.
 CREATE FUNCTION idem.portable_session_token()
 RETURNS bigint
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    started timestamptz;
+    started timestamptz := idem.portable_backend_start();
 BEGIN
-    SELECT a.backend_start INTO started
-      FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    IF started IS NULL THEN
+        SELECT a.backend_start INTO started
+          FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    END IF;
     IF started IS NULL THEN
         RAISE EXCEPTION 'idem.bind_lock_to_session needs to see this session in pg_stat_activity'
             USING ERRCODE = '55000',
@@ -1006,14 +1031,16 @@ RETURNS idem.claim
 -- (idem.portable_claim_once, portable/support-keys.sql): a look without a
 -- lock, and a write only when the key must change.
 --
--- The common call (no interval argument, no idem.* setting, the key's row
--- absent) is done here in two statements and no nested call: one read of
--- the scope's policy together with whether the key exists, then claim_once's
--- INSERT ... ON CONFLICT DO NOTHING. Every other case (a policy or setting
--- to resolve, a bound lock, the key present, a twin's insert first, a
--- read-only transaction) goes the general way, idem.portable_claim_policy
--- then idem.portable_claim_once, which gives the same answers and errors;
--- when the policy resolved here, claim_once gets it without a second read.
+-- The common call (no interval argument, each idem.* setting unset or at its
+-- default, the key's row absent) is done here in two statements and no
+-- nested call: one read of the scope's policy together with whether the key
+-- exists, then claim_once's INSERT ... ON CONFLICT DO NOTHING; a bound
+-- claim (the policy's, or idem.bind_lock_to_session exactly 'on') too, with
+-- its session's token. Every other case (a policy or setting to resolve,
+-- the key present, a twin's insert first, a read-only transaction) goes the
+-- general way, idem.portable_claim_policy then idem.portable_claim_once,
+-- which gives the same answers and errors; when the policy resolved here,
+-- claim_once gets it without a second read.
 AS $function$
 DECLARE
     now timestamptz;
@@ -1023,6 +1050,7 @@ DECLARE
     policy_forever boolean;
     policy_attempts integer;
     policy_bind boolean;
+    bound bigint;
     answer_fence bigint;
     answer_locked timestamptz;
     answer_expires timestamptz;
@@ -1044,12 +1072,20 @@ BEGIN
           INTO policy_lock, policy_retention, policy_forever, policy_attempts, policy_bind, present
           FROM (SELECT) AS one
           LEFT JOIN idem.scope_policy sp ON sp.scope = claim_idempotency_key.scope;
-        -- What portable_claim_policy resolves, where no setting is read.
-        IF (policy_lock IS NOT NULL OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '')
+        -- What portable_claim_policy resolves, where no setting is read or
+        -- each reads as its default (unset, or the text of the default the
+        -- C++ engine's library registers where it is loaded beside this
+        -- engine: '5min', '1d', 'off').
+        IF (policy_lock IS NOT NULL
+            OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min'))
            AND (policy_forever OR policy_retention IS NOT NULL
-                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') = '')
-           AND NOT coalesce(policy_bind,
-                            coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') <> '') THEN
+                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d'))
+           AND (policy_bind IS NOT NULL
+                OR coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '')
+                       IN ('', 'off', 'on')) THEN
+            IF coalesce(policy_bind, pg_catalog.current_setting('idem.bind_lock_to_session', true) = 'on') THEN
+                bound := idem.portable_session_token();
+            END IF;
             policy_lock := coalesce(policy_lock, interval '5 minutes');
             policy_retention := CASE WHEN policy_forever THEN NULL
                                      ELSE coalesce(policy_retention, interval '1 day') END;
@@ -1058,14 +1094,16 @@ BEGIN
                 -- claim_once's INSERT (portable/support-keys.sql), the same row.
                 INSERT INTO idem.idempotency_request AS t (
                     scope, key, request_hash, status, recovery_point, fence, attempt_count,
-                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at)
+                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at,
+                    bound_session)
                 VALUES (
                     claim_idempotency_key.scope, claim_idempotency_key.key,
                     claim_idempotency_key.request_hash,
                     'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
                     claim_idempotency_key.claimed_by, now, now + policy_lock, now, now,
                     CASE WHEN policy_retention IS NULL THEN 'infinity'::timestamptz
-                         ELSE now + policy_retention END)
+                         ELSE now + policy_retention END,
+                    bound)
                 ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
                 RETURNING t.fence, t.locked_until, t.expires_at
                      INTO answer_fence, answer_locked, answer_expires;
@@ -1076,7 +1114,7 @@ BEGIN
             END IF;
             -- A twin inserted first, or the key is there: the general claim.
             RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by, policy_lock,
-                                            policy_retention, coalesce(policy_attempts, 0), NULL);
+                                            policy_retention, coalesce(policy_attempts, 0), bound);
         END IF;
     END IF;
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
@@ -5053,10 +5091,41 @@ COMMENT ON FUNCTION idem.run_completers() IS
 -- Called from idem's SECURITY DEFINER bodies, which run as the extension's
 -- owner and so may read the table; PUBLIC may execute none of them.
 
+-- The database's own value of idem.require_scope_owner (ALTER DATABASE
+-- ... SET, pg_db_role_setting), or NULL. Both catalogs are shared: a lock
+-- on a shared relation cannot take the fast path, so reading them at each
+-- call took the lock manager's partition lock for the same two tags in
+-- every backend, which serialised the covered calls at 32 clients. So the
+-- value is read once per session, as the C++ engine's registered setting
+-- takes it when the session starts: declared IMMUTABLE, a call with no
+-- argument is folded by the planner into a constant of the calling
+-- statement's plan (portable_require_scope_owner's, which PL/pgSQL keeps for
+-- the session). A plan made again after an invalidation reads the catalog
+-- again, so a session holds the database's value of some moment between
+-- its first covered call and now, never one a caller wrote: the plan is
+-- the backend's own, and neither a SET nor an object of the caller's
+-- reaches it.
+CREATE FUNCTION idem.portable_database_require_scope_owner()
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT substr(c.entry, char_length('idem.require_scope_owner') + 2)
+    FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
+   WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+     AND s.setrole = 0
+     AND left(c.entry, char_length('idem.require_scope_owner') + 1) = 'idem.require_scope_owner='
+   LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION idem.portable_database_require_scope_owner() FROM PUBLIC;
+
 -- idem.require_scope_owner without the library is a placeholder any
 -- session may SET, so a tenant could turn it off. It is on when the
--- session's value is on, or when the database's own value (ALTER DATABASE
--- ... SET, pg_db_role_setting) is: a session can turn it on, not off.
+-- session's value is on, or when the database's own value is (above: a
+-- session can turn it on, not off). With the library loaded the setting is
+-- registered (superuser only) and its value already holds the database's,
+-- but this engine cannot tell a registered setting from a placeholder
+-- cheaply, so it reads the database's value either way.
 -- A value that is no boolean is refused as PostgreSQL refuses it for a
 -- registered boolean setting. The catalog is read only when the session's
 -- value is not on: NULL means the setting was never loaded in this session,
@@ -5068,24 +5137,17 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    name constant text := 'idem.require_scope_owner';
-    setting text := current_setting(name, true);
-    database_value text;
+    setting text := current_setting('idem.require_scope_owner', true);
 BEGIN
     IF setting IS NULL THEN
         RETURN false;
     END IF;
     FOR pass IN 1 .. 2 LOOP
         IF pass = 2 THEN
-            SELECT substr(c.entry, char_length(name) + 2) INTO database_value
-              FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
-             WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
-               AND s.setrole = 0
-               AND left(c.entry, char_length(name) + 1) = name || '=';
-            IF NOT FOUND THEN
+            setting := idem.portable_database_require_scope_owner();
+            IF setting IS NULL THEN
                 RETURN false;
             END IF;
-            setting := database_value;
         END IF;
         -- boolin's words and their unique prefixes ("o" is neither).
         IF lower(btrim(setting)) = ANY ('{t,tr,tru,true,y,ye,yes,on,1}'::text[]) THEN
@@ -5228,9 +5290,9 @@ REVOKE ALL ON FUNCTION idem.portable_scope_refusal(text) FROM PUBLIC;
 -- nothing about the key (src/policy/scope_owner.cpp's texts, the scope
 -- cut as every message cuts a caller's text). NULL scope: nothing to check
 -- (the calls refuse a NULL scope themselves, first; check_scope_owner too).
--- Where no scope has an owner and the setting was never loaded (NULL:
--- neither the session nor the database gave it), every scope may be used:
--- answered by one look at the table, without the prefix lookup.
+-- Where no scope has an owner and idem.require_scope_owner is not on (never
+-- loaded, off, or the library's registered default), every scope may be
+-- used: answered by one look at the table, without the prefix lookup.
 CREATE OR REPLACE FUNCTION idem.portable_check_scope_owner(scope text)
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -5242,6 +5304,10 @@ BEGIN
     IF scope IS NULL
        OR current_setting('idem.require_scope_owner', true) IS NULL
           AND NOT EXISTS (SELECT FROM idem.scope_owner) THEN
+        RETURN;
+    END IF;
+    -- Apart, so that the common case above starts no call of a function.
+    IF NOT EXISTS (SELECT FROM idem.scope_owner) AND NOT idem.portable_require_scope_owner() THEN
         RETURN;
     END IF;
     refusal := idem.portable_scope_refusal(scope);
@@ -6282,8 +6348,8 @@ BEGIN
       INTO p FROM idem.scope_policy sp WHERE sp.scope = portable_claim_policy.scope;
     IF given_lock_timeout IS NULL AND p.lock_timeout IS NOT NULL THEN
         lock_timeout := p.lock_timeout;
-    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '' THEN
-        lock_timeout := interval '5 minutes';  -- the setting's default, unset
+    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min') THEN
+        lock_timeout := interval '5 minutes';  -- the setting's default: unset, or as registered
     ELSIF given_lock_timeout IS NULL THEN
         lock_timeout := pg_catalog.make_interval(secs =>
             idem.portable_int_setting('idem.lock_timeout', 300000, 'ms', 1, 2147483647) / 1000.0);
@@ -6295,8 +6361,8 @@ BEGIN
         retention := NULL;
     ELSIF given_retention IS NULL AND p.retention IS NOT NULL THEN
         retention := p.retention;
-    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') = '' THEN
-        retention := interval '1 day';  -- the setting's default, unset
+    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d') THEN
+        retention := interval '1 day';  -- the setting's default: unset, or as registered
     ELSIF given_retention IS NULL THEN
         retention_s := idem.portable_int_setting('idem.retention', 86400, 's', -1, 2147483647);
         IF retention_s = 0 THEN
@@ -6312,7 +6378,7 @@ BEGIN
     END IF;
     max_attempts := coalesce(p.max_attempts, 0);
     bind := coalesce(p.bind_lock_to_session,
-                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') = ''
+                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') IN ('', 'off')
                           THEN false ELSE idem.portable_bind_setting() END);
 END
 $$;
@@ -6336,20 +6402,45 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_session_token_of(timestamptz) FROM PUBLIC;
 
+-- This session's backend_start, or NULL where pg_stat_activity hides it
+-- from the extension's owner. Declared IMMUTABLE though it reads the
+-- backend's status, so that the planner folds a call with no argument into
+-- a constant of the calling statement's plan: portable_session_token's
+-- plan, which PL/pgSQL keeps for the session, holds the value, and the
+-- status array (every backend's entry, copied once per transaction, 130 kB
+-- at max_connections 100) is read at the session's first bound claim
+-- instead of at each. The value cannot change within a session, so a plan
+-- made again (after an invalidation) folds the same one; the plan is the
+-- backend's own, so nothing a caller can SET or create reaches it. It
+-- never raises (NULL where hidden): the planner folds it wherever a
+-- statement names it, even in a CASE arm that does not run.
+CREATE FUNCTION idem.portable_backend_start()
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT a.backend_start FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a
+$$;
+REVOKE ALL ON FUNCTION idem.portable_backend_start() FROM PUBLIC;
+
 -- This session's token. pg_stat_activity shows a session's backend_start
 -- only to roles with the privileges of its user (or pg_read_all_stats): an
 -- extension owner without them cannot bind, and is told so (55000, as the
--- C++ engine without its registry).
+-- C++ engine without its registry). A folded NULL (the owner could not see
+-- the session when the plan was made) is read again, uncached, so that a
+-- grant made since is honoured.
 CREATE FUNCTION idem.portable_session_token()
 RETURNS bigint
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    started timestamptz;
+    started timestamptz := idem.portable_backend_start();
 BEGIN
-    SELECT a.backend_start INTO started
-      FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    IF started IS NULL THEN
+        SELECT a.backend_start INTO started
+          FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    END IF;
     IF started IS NULL THEN
         RAISE EXCEPTION 'idem.bind_lock_to_session needs to see this session in pg_stat_activity'
             USING ERRCODE = '55000',
@@ -6872,14 +6963,16 @@ RETURNS idem.claim
 -- (idem.portable_claim_once, portable/support-keys.sql): a look without a
 -- lock, and a write only when the key must change.
 --
--- The common call (no interval argument, no idem.* setting, the key's row
--- absent) is done here in two statements and no nested call: one read of
--- the scope's policy together with whether the key exists, then claim_once's
--- INSERT ... ON CONFLICT DO NOTHING. Every other case (a policy or setting
--- to resolve, a bound lock, the key present, a twin's insert first, a
--- read-only transaction) goes the general way, idem.portable_claim_policy
--- then idem.portable_claim_once, which gives the same answers and errors;
--- when the policy resolved here, claim_once gets it without a second read.
+-- The common call (no interval argument, each idem.* setting unset or at its
+-- default, the key's row absent) is done here in two statements and no
+-- nested call: one read of the scope's policy together with whether the key
+-- exists, then claim_once's INSERT ... ON CONFLICT DO NOTHING; a bound
+-- claim (the policy's, or idem.bind_lock_to_session exactly 'on') too, with
+-- its session's token. Every other case (a policy or setting to resolve,
+-- the key present, a twin's insert first, a read-only transaction) goes the
+-- general way, idem.portable_claim_policy then idem.portable_claim_once,
+-- which gives the same answers and errors; when the policy resolved here,
+-- claim_once gets it without a second read.
 AS $function$
 DECLARE
     now timestamptz;
@@ -6889,6 +6982,7 @@ DECLARE
     policy_forever boolean;
     policy_attempts integer;
     policy_bind boolean;
+    bound bigint;
     answer_fence bigint;
     answer_locked timestamptz;
     answer_expires timestamptz;
@@ -6910,12 +7004,20 @@ BEGIN
           INTO policy_lock, policy_retention, policy_forever, policy_attempts, policy_bind, present
           FROM (SELECT) AS one
           LEFT JOIN idem.scope_policy sp ON sp.scope = claim_idempotency_key.scope;
-        -- What portable_claim_policy resolves, where no setting is read.
-        IF (policy_lock IS NOT NULL OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '')
+        -- What portable_claim_policy resolves, where no setting is read or
+        -- each reads as its default (unset, or the text of the default the
+        -- C++ engine's library registers where it is loaded beside this
+        -- engine: '5min', '1d', 'off').
+        IF (policy_lock IS NOT NULL
+            OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min'))
            AND (policy_forever OR policy_retention IS NOT NULL
-                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') = '')
-           AND NOT coalesce(policy_bind,
-                            coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') <> '') THEN
+                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d'))
+           AND (policy_bind IS NOT NULL
+                OR coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '')
+                       IN ('', 'off', 'on')) THEN
+            IF coalesce(policy_bind, pg_catalog.current_setting('idem.bind_lock_to_session', true) = 'on') THEN
+                bound := idem.portable_session_token();
+            END IF;
             policy_lock := coalesce(policy_lock, interval '5 minutes');
             policy_retention := CASE WHEN policy_forever THEN NULL
                                      ELSE coalesce(policy_retention, interval '1 day') END;
@@ -6924,14 +7026,16 @@ BEGIN
                 -- claim_once's INSERT (portable/support-keys.sql), the same row.
                 INSERT INTO idem.idempotency_request AS t (
                     scope, key, request_hash, status, recovery_point, fence, attempt_count,
-                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at)
+                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at,
+                    bound_session)
                 VALUES (
                     claim_idempotency_key.scope, claim_idempotency_key.key,
                     claim_idempotency_key.request_hash,
                     'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
                     claim_idempotency_key.claimed_by, now, now + policy_lock, now, now,
                     CASE WHEN policy_retention IS NULL THEN 'infinity'::timestamptz
-                         ELSE now + policy_retention END)
+                         ELSE now + policy_retention END,
+                    bound)
                 ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
                 RETURNING t.fence, t.locked_until, t.expires_at
                      INTO answer_fence, answer_locked, answer_expires;
@@ -6942,7 +7046,7 @@ BEGIN
             END IF;
             -- A twin inserted first, or the key is there: the general claim.
             RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by, policy_lock,
-                                            policy_retention, coalesce(policy_attempts, 0), NULL);
+                                            policy_retention, coalesce(policy_attempts, 0), bound);
         END IF;
     END IF;
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
@@ -10029,8 +10133,8 @@ BEGIN
       INTO p FROM idem.scope_policy sp WHERE sp.scope = portable_claim_policy.scope;
     IF given_lock_timeout IS NULL AND p.lock_timeout IS NOT NULL THEN
         lock_timeout := p.lock_timeout;
-    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '' THEN
-        lock_timeout := interval '5 minutes';  -- the setting's default, unset
+    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min') THEN
+        lock_timeout := interval '5 minutes';  -- the setting's default: unset, or as registered
     ELSIF given_lock_timeout IS NULL THEN
         lock_timeout := pg_catalog.make_interval(secs =>
             idem.portable_int_setting('idem.lock_timeout', 300000, 'ms', 1, 2147483647) / 1000.0);
@@ -10042,8 +10146,8 @@ BEGIN
         retention := NULL;
     ELSIF given_retention IS NULL AND p.retention IS NOT NULL THEN
         retention := p.retention;
-    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') = '' THEN
-        retention := interval '1 day';  -- the setting's default, unset
+    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d') THEN
+        retention := interval '1 day';  -- the setting's default: unset, or as registered
     ELSIF given_retention IS NULL THEN
         retention_s := idem.portable_int_setting('idem.retention', 86400, 's', -1, 2147483647);
         IF retention_s = 0 THEN
@@ -10059,7 +10163,7 @@ BEGIN
     END IF;
     max_attempts := coalesce(p.max_attempts, 0);
     bind := coalesce(p.bind_lock_to_session,
-                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') = ''
+                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') IN ('', 'off')
                           THEN false ELSE idem.portable_bind_setting() END);
 END
 $$;
@@ -10083,20 +10187,45 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_session_token_of(timestamptz) FROM PUBLIC;
 
+-- This session's backend_start, or NULL where pg_stat_activity hides it
+-- from the extension's owner. Declared IMMUTABLE though it reads the
+-- backend's status, so that the planner folds a call with no argument into
+-- a constant of the calling statement's plan: portable_session_token's
+-- plan, which PL/pgSQL keeps for the session, holds the value, and the
+-- status array (every backend's entry, copied once per transaction, 130 kB
+-- at max_connections 100) is read at the session's first bound claim
+-- instead of at each. The value cannot change within a session, so a plan
+-- made again (after an invalidation) folds the same one; the plan is the
+-- backend's own, so nothing a caller can SET or create reaches it. It
+-- never raises (NULL where hidden): the planner folds it wherever a
+-- statement names it, even in a CASE arm that does not run.
+CREATE FUNCTION idem.portable_backend_start()
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT a.backend_start FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a
+$$;
+REVOKE ALL ON FUNCTION idem.portable_backend_start() FROM PUBLIC;
+
 -- This session's token. pg_stat_activity shows a session's backend_start
 -- only to roles with the privileges of its user (or pg_read_all_stats): an
 -- extension owner without them cannot bind, and is told so (55000, as the
--- C++ engine without its registry).
+-- C++ engine without its registry). A folded NULL (the owner could not see
+-- the session when the plan was made) is read again, uncached, so that a
+-- grant made since is honoured.
 CREATE FUNCTION idem.portable_session_token()
 RETURNS bigint
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    started timestamptz;
+    started timestamptz := idem.portable_backend_start();
 BEGIN
-    SELECT a.backend_start INTO started
-      FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    IF started IS NULL THEN
+        SELECT a.backend_start INTO started
+          FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    END IF;
     IF started IS NULL THEN
         RAISE EXCEPTION 'idem.bind_lock_to_session needs to see this session in pg_stat_activity'
             USING ERRCODE = '55000',
@@ -10619,14 +10748,16 @@ RETURNS idem.claim
 -- (idem.portable_claim_once, portable/support-keys.sql): a look without a
 -- lock, and a write only when the key must change.
 --
--- The common call (no interval argument, no idem.* setting, the key's row
--- absent) is done here in two statements and no nested call: one read of
--- the scope's policy together with whether the key exists, then claim_once's
--- INSERT ... ON CONFLICT DO NOTHING. Every other case (a policy or setting
--- to resolve, a bound lock, the key present, a twin's insert first, a
--- read-only transaction) goes the general way, idem.portable_claim_policy
--- then idem.portable_claim_once, which gives the same answers and errors;
--- when the policy resolved here, claim_once gets it without a second read.
+-- The common call (no interval argument, each idem.* setting unset or at its
+-- default, the key's row absent) is done here in two statements and no
+-- nested call: one read of the scope's policy together with whether the key
+-- exists, then claim_once's INSERT ... ON CONFLICT DO NOTHING; a bound
+-- claim (the policy's, or idem.bind_lock_to_session exactly 'on') too, with
+-- its session's token. Every other case (a policy or setting to resolve,
+-- the key present, a twin's insert first, a read-only transaction) goes the
+-- general way, idem.portable_claim_policy then idem.portable_claim_once,
+-- which gives the same answers and errors; when the policy resolved here,
+-- claim_once gets it without a second read.
 AS $function$
 DECLARE
     now timestamptz;
@@ -10636,6 +10767,7 @@ DECLARE
     policy_forever boolean;
     policy_attempts integer;
     policy_bind boolean;
+    bound bigint;
     answer_fence bigint;
     answer_locked timestamptz;
     answer_expires timestamptz;
@@ -10657,12 +10789,20 @@ BEGIN
           INTO policy_lock, policy_retention, policy_forever, policy_attempts, policy_bind, present
           FROM (SELECT) AS one
           LEFT JOIN idem.scope_policy sp ON sp.scope = claim_idempotency_key.scope;
-        -- What portable_claim_policy resolves, where no setting is read.
-        IF (policy_lock IS NOT NULL OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '')
+        -- What portable_claim_policy resolves, where no setting is read or
+        -- each reads as its default (unset, or the text of the default the
+        -- C++ engine's library registers where it is loaded beside this
+        -- engine: '5min', '1d', 'off').
+        IF (policy_lock IS NOT NULL
+            OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min'))
            AND (policy_forever OR policy_retention IS NOT NULL
-                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') = '')
-           AND NOT coalesce(policy_bind,
-                            coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') <> '') THEN
+                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d'))
+           AND (policy_bind IS NOT NULL
+                OR coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '')
+                       IN ('', 'off', 'on')) THEN
+            IF coalesce(policy_bind, pg_catalog.current_setting('idem.bind_lock_to_session', true) = 'on') THEN
+                bound := idem.portable_session_token();
+            END IF;
             policy_lock := coalesce(policy_lock, interval '5 minutes');
             policy_retention := CASE WHEN policy_forever THEN NULL
                                      ELSE coalesce(policy_retention, interval '1 day') END;
@@ -10671,14 +10811,16 @@ BEGIN
                 -- claim_once's INSERT (portable/support-keys.sql), the same row.
                 INSERT INTO idem.idempotency_request AS t (
                     scope, key, request_hash, status, recovery_point, fence, attempt_count,
-                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at)
+                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at,
+                    bound_session)
                 VALUES (
                     claim_idempotency_key.scope, claim_idempotency_key.key,
                     claim_idempotency_key.request_hash,
                     'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
                     claim_idempotency_key.claimed_by, now, now + policy_lock, now, now,
                     CASE WHEN policy_retention IS NULL THEN 'infinity'::timestamptz
-                         ELSE now + policy_retention END)
+                         ELSE now + policy_retention END,
+                    bound)
                 ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
                 RETURNING t.fence, t.locked_until, t.expires_at
                      INTO answer_fence, answer_locked, answer_expires;
@@ -10689,7 +10831,7 @@ BEGIN
             END IF;
             -- A twin inserted first, or the key is there: the general claim.
             RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by, policy_lock,
-                                            policy_retention, coalesce(policy_attempts, 0), NULL);
+                                            policy_retention, coalesce(policy_attempts, 0), bound);
         END IF;
     END IF;
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
@@ -14666,10 +14808,41 @@ COMMENT ON FUNCTION idem.run_completers() IS
 -- Called from idem's SECURITY DEFINER bodies, which run as the extension's
 -- owner and so may read the table; PUBLIC may execute none of them.
 
+-- The database's own value of idem.require_scope_owner (ALTER DATABASE
+-- ... SET, pg_db_role_setting), or NULL. Both catalogs are shared: a lock
+-- on a shared relation cannot take the fast path, so reading them at each
+-- call took the lock manager's partition lock for the same two tags in
+-- every backend, which serialised the covered calls at 32 clients. So the
+-- value is read once per session, as the C++ engine's registered setting
+-- takes it when the session starts: declared IMMUTABLE, a call with no
+-- argument is folded by the planner into a constant of the calling
+-- statement's plan (portable_require_scope_owner's, which PL/pgSQL keeps for
+-- the session). A plan made again after an invalidation reads the catalog
+-- again, so a session holds the database's value of some moment between
+-- its first covered call and now, never one a caller wrote: the plan is
+-- the backend's own, and neither a SET nor an object of the caller's
+-- reaches it.
+CREATE FUNCTION idem.portable_database_require_scope_owner()
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT substr(c.entry, char_length('idem.require_scope_owner') + 2)
+    FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
+   WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+     AND s.setrole = 0
+     AND left(c.entry, char_length('idem.require_scope_owner') + 1) = 'idem.require_scope_owner='
+   LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION idem.portable_database_require_scope_owner() FROM PUBLIC;
+
 -- idem.require_scope_owner without the library is a placeholder any
 -- session may SET, so a tenant could turn it off. It is on when the
--- session's value is on, or when the database's own value (ALTER DATABASE
--- ... SET, pg_db_role_setting) is: a session can turn it on, not off.
+-- session's value is on, or when the database's own value is (above: a
+-- session can turn it on, not off). With the library loaded the setting is
+-- registered (superuser only) and its value already holds the database's,
+-- but this engine cannot tell a registered setting from a placeholder
+-- cheaply, so it reads the database's value either way.
 -- A value that is no boolean is refused as PostgreSQL refuses it for a
 -- registered boolean setting. The catalog is read only when the session's
 -- value is not on: NULL means the setting was never loaded in this session,
@@ -14681,24 +14854,17 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    name constant text := 'idem.require_scope_owner';
-    setting text := current_setting(name, true);
-    database_value text;
+    setting text := current_setting('idem.require_scope_owner', true);
 BEGIN
     IF setting IS NULL THEN
         RETURN false;
     END IF;
     FOR pass IN 1 .. 2 LOOP
         IF pass = 2 THEN
-            SELECT substr(c.entry, char_length(name) + 2) INTO database_value
-              FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
-             WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
-               AND s.setrole = 0
-               AND left(c.entry, char_length(name) + 1) = name || '=';
-            IF NOT FOUND THEN
+            setting := idem.portable_database_require_scope_owner();
+            IF setting IS NULL THEN
                 RETURN false;
             END IF;
-            setting := database_value;
         END IF;
         -- boolin's words and their unique prefixes ("o" is neither).
         IF lower(btrim(setting)) = ANY ('{t,tr,tru,true,y,ye,yes,on,1}'::text[]) THEN
@@ -14841,9 +15007,9 @@ REVOKE ALL ON FUNCTION idem.portable_scope_refusal(text) FROM PUBLIC;
 -- nothing about the key (src/policy/scope_owner.cpp's texts, the scope
 -- cut as every message cuts a caller's text). NULL scope: nothing to check
 -- (the calls refuse a NULL scope themselves, first; check_scope_owner too).
--- Where no scope has an owner and the setting was never loaded (NULL:
--- neither the session nor the database gave it), every scope may be used:
--- answered by one look at the table, without the prefix lookup.
+-- Where no scope has an owner and idem.require_scope_owner is not on (never
+-- loaded, off, or the library's registered default), every scope may be
+-- used: answered by one look at the table, without the prefix lookup.
 CREATE OR REPLACE FUNCTION idem.portable_check_scope_owner(scope text)
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -14855,6 +15021,10 @@ BEGIN
     IF scope IS NULL
        OR current_setting('idem.require_scope_owner', true) IS NULL
           AND NOT EXISTS (SELECT FROM idem.scope_owner) THEN
+        RETURN;
+    END IF;
+    -- Apart, so that the common case above starts no call of a function.
+    IF NOT EXISTS (SELECT FROM idem.scope_owner) AND NOT idem.portable_require_scope_owner() THEN
         RETURN;
     END IF;
     refusal := idem.portable_scope_refusal(scope);
@@ -15208,8 +15378,8 @@ BEGIN
       INTO p FROM idem.scope_policy sp WHERE sp.scope = portable_claim_policy.scope;
     IF given_lock_timeout IS NULL AND p.lock_timeout IS NOT NULL THEN
         lock_timeout := p.lock_timeout;
-    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '' THEN
-        lock_timeout := interval '5 minutes';  -- the setting's default, unset
+    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min') THEN
+        lock_timeout := interval '5 minutes';  -- the setting's default: unset, or as registered
     ELSIF given_lock_timeout IS NULL THEN
         lock_timeout := pg_catalog.make_interval(secs =>
             idem.portable_int_setting('idem.lock_timeout', 300000, 'ms', 1, 2147483647) / 1000.0);
@@ -15221,8 +15391,8 @@ BEGIN
         retention := NULL;
     ELSIF given_retention IS NULL AND p.retention IS NOT NULL THEN
         retention := p.retention;
-    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') = '' THEN
-        retention := interval '1 day';  -- the setting's default, unset
+    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d') THEN
+        retention := interval '1 day';  -- the setting's default: unset, or as registered
     ELSIF given_retention IS NULL THEN
         retention_s := idem.portable_int_setting('idem.retention', 86400, 's', -1, 2147483647);
         IF retention_s = 0 THEN
@@ -15238,7 +15408,7 @@ BEGIN
     END IF;
     max_attempts := coalesce(p.max_attempts, 0);
     bind := coalesce(p.bind_lock_to_session,
-                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') = ''
+                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') IN ('', 'off')
                           THEN false ELSE idem.portable_bind_setting() END);
 END
 $$;
@@ -15262,20 +15432,45 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_session_token_of(timestamptz) FROM PUBLIC;
 
+-- This session's backend_start, or NULL where pg_stat_activity hides it
+-- from the extension's owner. Declared IMMUTABLE though it reads the
+-- backend's status, so that the planner folds a call with no argument into
+-- a constant of the calling statement's plan: portable_session_token's
+-- plan, which PL/pgSQL keeps for the session, holds the value, and the
+-- status array (every backend's entry, copied once per transaction, 130 kB
+-- at max_connections 100) is read at the session's first bound claim
+-- instead of at each. The value cannot change within a session, so a plan
+-- made again (after an invalidation) folds the same one; the plan is the
+-- backend's own, so nothing a caller can SET or create reaches it. It
+-- never raises (NULL where hidden): the planner folds it wherever a
+-- statement names it, even in a CASE arm that does not run.
+CREATE OR REPLACE FUNCTION idem.portable_backend_start()
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT a.backend_start FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a
+$$;
+REVOKE ALL ON FUNCTION idem.portable_backend_start() FROM PUBLIC;
+
 -- This session's token. pg_stat_activity shows a session's backend_start
 -- only to roles with the privileges of its user (or pg_read_all_stats): an
 -- extension owner without them cannot bind, and is told so (55000, as the
--- C++ engine without its registry).
+-- C++ engine without its registry). A folded NULL (the owner could not see
+-- the session when the plan was made) is read again, uncached, so that a
+-- grant made since is honoured.
 CREATE OR REPLACE FUNCTION idem.portable_session_token()
 RETURNS bigint
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    started timestamptz;
+    started timestamptz := idem.portable_backend_start();
 BEGIN
-    SELECT a.backend_start INTO started
-      FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    IF started IS NULL THEN
+        SELECT a.backend_start INTO started
+          FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    END IF;
     IF started IS NULL THEN
         RAISE EXCEPTION 'idem.bind_lock_to_session needs to see this session in pg_stat_activity'
             USING ERRCODE = '55000',
@@ -16235,14 +16430,16 @@ RETURNS idem.claim
 -- (idem.portable_claim_once, portable/support-keys.sql): a look without a
 -- lock, and a write only when the key must change.
 --
--- The common call (no interval argument, no idem.* setting, the key's row
--- absent) is done here in two statements and no nested call: one read of
--- the scope's policy together with whether the key exists, then claim_once's
--- INSERT ... ON CONFLICT DO NOTHING. Every other case (a policy or setting
--- to resolve, a bound lock, the key present, a twin's insert first, a
--- read-only transaction) goes the general way, idem.portable_claim_policy
--- then idem.portable_claim_once, which gives the same answers and errors;
--- when the policy resolved here, claim_once gets it without a second read.
+-- The common call (no interval argument, each idem.* setting unset or at its
+-- default, the key's row absent) is done here in two statements and no
+-- nested call: one read of the scope's policy together with whether the key
+-- exists, then claim_once's INSERT ... ON CONFLICT DO NOTHING; a bound
+-- claim (the policy's, or idem.bind_lock_to_session exactly 'on') too, with
+-- its session's token. Every other case (a policy or setting to resolve,
+-- the key present, a twin's insert first, a read-only transaction) goes the
+-- general way, idem.portable_claim_policy then idem.portable_claim_once,
+-- which gives the same answers and errors; when the policy resolved here,
+-- claim_once gets it without a second read.
 AS $function$
 DECLARE
     now timestamptz;
@@ -16252,6 +16449,7 @@ DECLARE
     policy_forever boolean;
     policy_attempts integer;
     policy_bind boolean;
+    bound bigint;
     answer_fence bigint;
     answer_locked timestamptz;
     answer_expires timestamptz;
@@ -16273,12 +16471,20 @@ BEGIN
           INTO policy_lock, policy_retention, policy_forever, policy_attempts, policy_bind, present
           FROM (SELECT) AS one
           LEFT JOIN idem.scope_policy sp ON sp.scope = claim_idempotency_key.scope;
-        -- What portable_claim_policy resolves, where no setting is read.
-        IF (policy_lock IS NOT NULL OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '')
+        -- What portable_claim_policy resolves, where no setting is read or
+        -- each reads as its default (unset, or the text of the default the
+        -- C++ engine's library registers where it is loaded beside this
+        -- engine: '5min', '1d', 'off').
+        IF (policy_lock IS NOT NULL
+            OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min'))
            AND (policy_forever OR policy_retention IS NOT NULL
-                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') = '')
-           AND NOT coalesce(policy_bind,
-                            coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') <> '') THEN
+                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d'))
+           AND (policy_bind IS NOT NULL
+                OR coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '')
+                       IN ('', 'off', 'on')) THEN
+            IF coalesce(policy_bind, pg_catalog.current_setting('idem.bind_lock_to_session', true) = 'on') THEN
+                bound := idem.portable_session_token();
+            END IF;
             policy_lock := coalesce(policy_lock, interval '5 minutes');
             policy_retention := CASE WHEN policy_forever THEN NULL
                                      ELSE coalesce(policy_retention, interval '1 day') END;
@@ -16287,14 +16493,16 @@ BEGIN
                 -- claim_once's INSERT (portable/support-keys.sql), the same row.
                 INSERT INTO idem.idempotency_request AS t (
                     scope, key, request_hash, status, recovery_point, fence, attempt_count,
-                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at)
+                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at,
+                    bound_session)
                 VALUES (
                     claim_idempotency_key.scope, claim_idempotency_key.key,
                     claim_idempotency_key.request_hash,
                     'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
                     claim_idempotency_key.claimed_by, now, now + policy_lock, now, now,
                     CASE WHEN policy_retention IS NULL THEN 'infinity'::timestamptz
-                         ELSE now + policy_retention END)
+                         ELSE now + policy_retention END,
+                    bound)
                 ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
                 RETURNING t.fence, t.locked_until, t.expires_at
                      INTO answer_fence, answer_locked, answer_expires;
@@ -16305,7 +16513,7 @@ BEGIN
             END IF;
             -- A twin inserted first, or the key is there: the general claim.
             RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by, policy_lock,
-                                            policy_retention, coalesce(policy_attempts, 0), NULL);
+                                            policy_retention, coalesce(policy_attempts, 0), bound);
         END IF;
     END IF;
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
@@ -18948,10 +19156,41 @@ COMMENT ON FUNCTION idem.run_completers() IS
 -- Called from idem's SECURITY DEFINER bodies, which run as the extension's
 -- owner and so may read the table; PUBLIC may execute none of them.
 
+-- The database's own value of idem.require_scope_owner (ALTER DATABASE
+-- ... SET, pg_db_role_setting), or NULL. Both catalogs are shared: a lock
+-- on a shared relation cannot take the fast path, so reading them at each
+-- call took the lock manager's partition lock for the same two tags in
+-- every backend, which serialised the covered calls at 32 clients. So the
+-- value is read once per session, as the C++ engine's registered setting
+-- takes it when the session starts: declared IMMUTABLE, a call with no
+-- argument is folded by the planner into a constant of the calling
+-- statement's plan (portable_require_scope_owner's, which PL/pgSQL keeps for
+-- the session). A plan made again after an invalidation reads the catalog
+-- again, so a session holds the database's value of some moment between
+-- its first covered call and now, never one a caller wrote: the plan is
+-- the backend's own, and neither a SET nor an object of the caller's
+-- reaches it.
+CREATE FUNCTION idem.portable_database_require_scope_owner()
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT substr(c.entry, char_length('idem.require_scope_owner') + 2)
+    FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
+   WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+     AND s.setrole = 0
+     AND left(c.entry, char_length('idem.require_scope_owner') + 1) = 'idem.require_scope_owner='
+   LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION idem.portable_database_require_scope_owner() FROM PUBLIC;
+
 -- idem.require_scope_owner without the library is a placeholder any
 -- session may SET, so a tenant could turn it off. It is on when the
--- session's value is on, or when the database's own value (ALTER DATABASE
--- ... SET, pg_db_role_setting) is: a session can turn it on, not off.
+-- session's value is on, or when the database's own value is (above: a
+-- session can turn it on, not off). With the library loaded the setting is
+-- registered (superuser only) and its value already holds the database's,
+-- but this engine cannot tell a registered setting from a placeholder
+-- cheaply, so it reads the database's value either way.
 -- A value that is no boolean is refused as PostgreSQL refuses it for a
 -- registered boolean setting. The catalog is read only when the session's
 -- value is not on: NULL means the setting was never loaded in this session,
@@ -18963,24 +19202,17 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    name constant text := 'idem.require_scope_owner';
-    setting text := current_setting(name, true);
-    database_value text;
+    setting text := current_setting('idem.require_scope_owner', true);
 BEGIN
     IF setting IS NULL THEN
         RETURN false;
     END IF;
     FOR pass IN 1 .. 2 LOOP
         IF pass = 2 THEN
-            SELECT substr(c.entry, char_length(name) + 2) INTO database_value
-              FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
-             WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
-               AND s.setrole = 0
-               AND left(c.entry, char_length(name) + 1) = name || '=';
-            IF NOT FOUND THEN
+            setting := idem.portable_database_require_scope_owner();
+            IF setting IS NULL THEN
                 RETURN false;
             END IF;
-            setting := database_value;
         END IF;
         -- boolin's words and their unique prefixes ("o" is neither).
         IF lower(btrim(setting)) = ANY ('{t,tr,tru,true,y,ye,yes,on,1}'::text[]) THEN
@@ -19123,9 +19355,9 @@ REVOKE ALL ON FUNCTION idem.portable_scope_refusal(text) FROM PUBLIC;
 -- nothing about the key (src/policy/scope_owner.cpp's texts, the scope
 -- cut as every message cuts a caller's text). NULL scope: nothing to check
 -- (the calls refuse a NULL scope themselves, first; check_scope_owner too).
--- Where no scope has an owner and the setting was never loaded (NULL:
--- neither the session nor the database gave it), every scope may be used:
--- answered by one look at the table, without the prefix lookup.
+-- Where no scope has an owner and idem.require_scope_owner is not on (never
+-- loaded, off, or the library's registered default), every scope may be
+-- used: answered by one look at the table, without the prefix lookup.
 CREATE OR REPLACE FUNCTION idem.portable_check_scope_owner(scope text)
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -19137,6 +19369,10 @@ BEGIN
     IF scope IS NULL
        OR current_setting('idem.require_scope_owner', true) IS NULL
           AND NOT EXISTS (SELECT FROM idem.scope_owner) THEN
+        RETURN;
+    END IF;
+    -- Apart, so that the common case above starts no call of a function.
+    IF NOT EXISTS (SELECT FROM idem.scope_owner) AND NOT idem.portable_require_scope_owner() THEN
         RETURN;
     END IF;
     refusal := idem.portable_scope_refusal(scope);
@@ -19490,8 +19726,8 @@ BEGIN
       INTO p FROM idem.scope_policy sp WHERE sp.scope = portable_claim_policy.scope;
     IF given_lock_timeout IS NULL AND p.lock_timeout IS NOT NULL THEN
         lock_timeout := p.lock_timeout;
-    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '' THEN
-        lock_timeout := interval '5 minutes';  -- the setting's default, unset
+    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min') THEN
+        lock_timeout := interval '5 minutes';  -- the setting's default: unset, or as registered
     ELSIF given_lock_timeout IS NULL THEN
         lock_timeout := pg_catalog.make_interval(secs =>
             idem.portable_int_setting('idem.lock_timeout', 300000, 'ms', 1, 2147483647) / 1000.0);
@@ -19503,8 +19739,8 @@ BEGIN
         retention := NULL;
     ELSIF given_retention IS NULL AND p.retention IS NOT NULL THEN
         retention := p.retention;
-    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') = '' THEN
-        retention := interval '1 day';  -- the setting's default, unset
+    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d') THEN
+        retention := interval '1 day';  -- the setting's default: unset, or as registered
     ELSIF given_retention IS NULL THEN
         retention_s := idem.portable_int_setting('idem.retention', 86400, 's', -1, 2147483647);
         IF retention_s = 0 THEN
@@ -19520,7 +19756,7 @@ BEGIN
     END IF;
     max_attempts := coalesce(p.max_attempts, 0);
     bind := coalesce(p.bind_lock_to_session,
-                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') = ''
+                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') IN ('', 'off')
                           THEN false ELSE idem.portable_bind_setting() END);
 END
 $$;
@@ -19544,20 +19780,45 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_session_token_of(timestamptz) FROM PUBLIC;
 
+-- This session's backend_start, or NULL where pg_stat_activity hides it
+-- from the extension's owner. Declared IMMUTABLE though it reads the
+-- backend's status, so that the planner folds a call with no argument into
+-- a constant of the calling statement's plan: portable_session_token's
+-- plan, which PL/pgSQL keeps for the session, holds the value, and the
+-- status array (every backend's entry, copied once per transaction, 130 kB
+-- at max_connections 100) is read at the session's first bound claim
+-- instead of at each. The value cannot change within a session, so a plan
+-- made again (after an invalidation) folds the same one; the plan is the
+-- backend's own, so nothing a caller can SET or create reaches it. It
+-- never raises (NULL where hidden): the planner folds it wherever a
+-- statement names it, even in a CASE arm that does not run.
+CREATE OR REPLACE FUNCTION idem.portable_backend_start()
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT a.backend_start FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a
+$$;
+REVOKE ALL ON FUNCTION idem.portable_backend_start() FROM PUBLIC;
+
 -- This session's token. pg_stat_activity shows a session's backend_start
 -- only to roles with the privileges of its user (or pg_read_all_stats): an
 -- extension owner without them cannot bind, and is told so (55000, as the
--- C++ engine without its registry).
+-- C++ engine without its registry). A folded NULL (the owner could not see
+-- the session when the plan was made) is read again, uncached, so that a
+-- grant made since is honoured.
 CREATE OR REPLACE FUNCTION idem.portable_session_token()
 RETURNS bigint
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    started timestamptz;
+    started timestamptz := idem.portable_backend_start();
 BEGIN
-    SELECT a.backend_start INTO started
-      FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    IF started IS NULL THEN
+        SELECT a.backend_start INTO started
+          FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    END IF;
     IF started IS NULL THEN
         RAISE EXCEPTION 'idem.bind_lock_to_session needs to see this session in pg_stat_activity'
             USING ERRCODE = '55000',
@@ -21090,10 +21351,41 @@ COMMENT ON FUNCTION idem.run_completers() IS
 -- Called from idem's SECURITY DEFINER bodies, which run as the extension's
 -- owner and so may read the table; PUBLIC may execute none of them.
 
+-- The database's own value of idem.require_scope_owner (ALTER DATABASE
+-- ... SET, pg_db_role_setting), or NULL. Both catalogs are shared: a lock
+-- on a shared relation cannot take the fast path, so reading them at each
+-- call took the lock manager's partition lock for the same two tags in
+-- every backend, which serialised the covered calls at 32 clients. So the
+-- value is read once per session, as the C++ engine's registered setting
+-- takes it when the session starts: declared IMMUTABLE, a call with no
+-- argument is folded by the planner into a constant of the calling
+-- statement's plan (portable_require_scope_owner's, which PL/pgSQL keeps for
+-- the session). A plan made again after an invalidation reads the catalog
+-- again, so a session holds the database's value of some moment between
+-- its first covered call and now, never one a caller wrote: the plan is
+-- the backend's own, and neither a SET nor an object of the caller's
+-- reaches it.
+CREATE OR REPLACE FUNCTION idem.portable_database_require_scope_owner()
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT substr(c.entry, char_length('idem.require_scope_owner') + 2)
+    FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
+   WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+     AND s.setrole = 0
+     AND left(c.entry, char_length('idem.require_scope_owner') + 1) = 'idem.require_scope_owner='
+   LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION idem.portable_database_require_scope_owner() FROM PUBLIC;
+
 -- idem.require_scope_owner without the library is a placeholder any
 -- session may SET, so a tenant could turn it off. It is on when the
--- session's value is on, or when the database's own value (ALTER DATABASE
--- ... SET, pg_db_role_setting) is: a session can turn it on, not off.
+-- session's value is on, or when the database's own value is (above: a
+-- session can turn it on, not off). With the library loaded the setting is
+-- registered (superuser only) and its value already holds the database's,
+-- but this engine cannot tell a registered setting from a placeholder
+-- cheaply, so it reads the database's value either way.
 -- A value that is no boolean is refused as PostgreSQL refuses it for a
 -- registered boolean setting. The catalog is read only when the session's
 -- value is not on: NULL means the setting was never loaded in this session,
@@ -21105,24 +21397,17 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    name constant text := 'idem.require_scope_owner';
-    setting text := current_setting(name, true);
-    database_value text;
+    setting text := current_setting('idem.require_scope_owner', true);
 BEGIN
     IF setting IS NULL THEN
         RETURN false;
     END IF;
     FOR pass IN 1 .. 2 LOOP
         IF pass = 2 THEN
-            SELECT substr(c.entry, char_length(name) + 2) INTO database_value
-              FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
-             WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
-               AND s.setrole = 0
-               AND left(c.entry, char_length(name) + 1) = name || '=';
-            IF NOT FOUND THEN
+            setting := idem.portable_database_require_scope_owner();
+            IF setting IS NULL THEN
                 RETURN false;
             END IF;
-            setting := database_value;
         END IF;
         -- boolin's words and their unique prefixes ("o" is neither).
         IF lower(btrim(setting)) = ANY ('{t,tr,tru,true,y,ye,yes,on,1}'::text[]) THEN
@@ -21265,9 +21550,9 @@ REVOKE ALL ON FUNCTION idem.portable_scope_refusal(text) FROM PUBLIC;
 -- nothing about the key (src/policy/scope_owner.cpp's texts, the scope
 -- cut as every message cuts a caller's text). NULL scope: nothing to check
 -- (the calls refuse a NULL scope themselves, first; check_scope_owner too).
--- Where no scope has an owner and the setting was never loaded (NULL:
--- neither the session nor the database gave it), every scope may be used:
--- answered by one look at the table, without the prefix lookup.
+-- Where no scope has an owner and idem.require_scope_owner is not on (never
+-- loaded, off, or the library's registered default), every scope may be
+-- used: answered by one look at the table, without the prefix lookup.
 CREATE OR REPLACE FUNCTION idem.portable_check_scope_owner(scope text)
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -21279,6 +21564,10 @@ BEGIN
     IF scope IS NULL
        OR current_setting('idem.require_scope_owner', true) IS NULL
           AND NOT EXISTS (SELECT FROM idem.scope_owner) THEN
+        RETURN;
+    END IF;
+    -- Apart, so that the common case above starts no call of a function.
+    IF NOT EXISTS (SELECT FROM idem.scope_owner) AND NOT idem.portable_require_scope_owner() THEN
         RETURN;
     END IF;
     refusal := idem.portable_scope_refusal(scope);
@@ -21323,14 +21612,16 @@ RETURNS idem.claim
 -- (idem.portable_claim_once, portable/support-keys.sql): a look without a
 -- lock, and a write only when the key must change.
 --
--- The common call (no interval argument, no idem.* setting, the key's row
--- absent) is done here in two statements and no nested call: one read of
--- the scope's policy together with whether the key exists, then claim_once's
--- INSERT ... ON CONFLICT DO NOTHING. Every other case (a policy or setting
--- to resolve, a bound lock, the key present, a twin's insert first, a
--- read-only transaction) goes the general way, idem.portable_claim_policy
--- then idem.portable_claim_once, which gives the same answers and errors;
--- when the policy resolved here, claim_once gets it without a second read.
+-- The common call (no interval argument, each idem.* setting unset or at its
+-- default, the key's row absent) is done here in two statements and no
+-- nested call: one read of the scope's policy together with whether the key
+-- exists, then claim_once's INSERT ... ON CONFLICT DO NOTHING; a bound
+-- claim (the policy's, or idem.bind_lock_to_session exactly 'on') too, with
+-- its session's token. Every other case (a policy or setting to resolve,
+-- the key present, a twin's insert first, a read-only transaction) goes the
+-- general way, idem.portable_claim_policy then idem.portable_claim_once,
+-- which gives the same answers and errors; when the policy resolved here,
+-- claim_once gets it without a second read.
 AS $function$
 DECLARE
     now timestamptz;
@@ -21340,6 +21631,7 @@ DECLARE
     policy_forever boolean;
     policy_attempts integer;
     policy_bind boolean;
+    bound bigint;
     answer_fence bigint;
     answer_locked timestamptz;
     answer_expires timestamptz;
@@ -21361,12 +21653,20 @@ BEGIN
           INTO policy_lock, policy_retention, policy_forever, policy_attempts, policy_bind, present
           FROM (SELECT) AS one
           LEFT JOIN idem.scope_policy sp ON sp.scope = claim_idempotency_key.scope;
-        -- What portable_claim_policy resolves, where no setting is read.
-        IF (policy_lock IS NOT NULL OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '')
+        -- What portable_claim_policy resolves, where no setting is read or
+        -- each reads as its default (unset, or the text of the default the
+        -- C++ engine's library registers where it is loaded beside this
+        -- engine: '5min', '1d', 'off').
+        IF (policy_lock IS NOT NULL
+            OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min'))
            AND (policy_forever OR policy_retention IS NOT NULL
-                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') = '')
-           AND NOT coalesce(policy_bind,
-                            coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') <> '') THEN
+                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d'))
+           AND (policy_bind IS NOT NULL
+                OR coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '')
+                       IN ('', 'off', 'on')) THEN
+            IF coalesce(policy_bind, pg_catalog.current_setting('idem.bind_lock_to_session', true) = 'on') THEN
+                bound := idem.portable_session_token();
+            END IF;
             policy_lock := coalesce(policy_lock, interval '5 minutes');
             policy_retention := CASE WHEN policy_forever THEN NULL
                                      ELSE coalesce(policy_retention, interval '1 day') END;
@@ -21375,14 +21675,16 @@ BEGIN
                 -- claim_once's INSERT (portable/support-keys.sql), the same row.
                 INSERT INTO idem.idempotency_request AS t (
                     scope, key, request_hash, status, recovery_point, fence, attempt_count,
-                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at)
+                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at,
+                    bound_session)
                 VALUES (
                     claim_idempotency_key.scope, claim_idempotency_key.key,
                     claim_idempotency_key.request_hash,
                     'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
                     claim_idempotency_key.claimed_by, now, now + policy_lock, now, now,
                     CASE WHEN policy_retention IS NULL THEN 'infinity'::timestamptz
-                         ELSE now + policy_retention END)
+                         ELSE now + policy_retention END,
+                    bound)
                 ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
                 RETURNING t.fence, t.locked_until, t.expires_at
                      INTO answer_fence, answer_locked, answer_expires;
@@ -21393,7 +21695,7 @@ BEGIN
             END IF;
             -- A twin inserted first, or the key is there: the general claim.
             RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by, policy_lock,
-                                            policy_retention, coalesce(policy_attempts, 0), NULL);
+                                            policy_retention, coalesce(policy_attempts, 0), bound);
         END IF;
     END IF;
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);

@@ -313,8 +313,8 @@ BEGIN
       INTO p FROM idem.scope_policy sp WHERE sp.scope = portable_claim_policy.scope;
     IF given_lock_timeout IS NULL AND p.lock_timeout IS NOT NULL THEN
         lock_timeout := p.lock_timeout;
-    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '' THEN
-        lock_timeout := interval '5 minutes';  -- the setting's default, unset
+    ELSIF given_lock_timeout IS NULL AND coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min') THEN
+        lock_timeout := interval '5 minutes';  -- the setting's default: unset, or as registered
     ELSIF given_lock_timeout IS NULL THEN
         lock_timeout := pg_catalog.make_interval(secs =>
             idem.portable_int_setting('idem.lock_timeout', 300000, 'ms', 1, 2147483647) / 1000.0);
@@ -326,8 +326,8 @@ BEGIN
         retention := NULL;
     ELSIF given_retention IS NULL AND p.retention IS NOT NULL THEN
         retention := p.retention;
-    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') = '' THEN
-        retention := interval '1 day';  -- the setting's default, unset
+    ELSIF given_retention IS NULL AND coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d') THEN
+        retention := interval '1 day';  -- the setting's default: unset, or as registered
     ELSIF given_retention IS NULL THEN
         retention_s := idem.portable_int_setting('idem.retention', 86400, 's', -1, 2147483647);
         IF retention_s = 0 THEN
@@ -343,7 +343,7 @@ BEGIN
     END IF;
     max_attempts := coalesce(p.max_attempts, 0);
     bind := coalesce(p.bind_lock_to_session,
-                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') = ''
+                     CASE WHEN coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') IN ('', 'off')
                           THEN false ELSE idem.portable_bind_setting() END);
 END
 $$;
@@ -367,20 +367,45 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.portable_session_token_of(timestamptz) FROM PUBLIC;
 
+-- This session's backend_start, or NULL where pg_stat_activity hides it
+-- from the extension's owner. Declared IMMUTABLE though it reads the
+-- backend's status, so that the planner folds a call with no argument into
+-- a constant of the calling statement's plan: portable_session_token's
+-- plan, which PL/pgSQL keeps for the session, holds the value, and the
+-- status array (every backend's entry, copied once per transaction, 130 kB
+-- at max_connections 100) is read at the session's first bound claim
+-- instead of at each. The value cannot change within a session, so a plan
+-- made again (after an invalidation) folds the same one; the plan is the
+-- backend's own, so nothing a caller can SET or create reaches it. It
+-- never raises (NULL where hidden): the planner folds it wherever a
+-- statement names it, even in a CASE arm that does not run.
+CREATE FUNCTION idem.portable_backend_start()
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT a.backend_start FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a
+$$;
+REVOKE ALL ON FUNCTION idem.portable_backend_start() FROM PUBLIC;
+
 -- This session's token. pg_stat_activity shows a session's backend_start
 -- only to roles with the privileges of its user (or pg_read_all_stats): an
 -- extension owner without them cannot bind, and is told so ({{sqlstate::not_preloaded}}, as the
--- C++ engine without its registry).
+-- C++ engine without its registry). A folded NULL (the owner could not see
+-- the session when the plan was made) is read again, uncached, so that a
+-- grant made since is honoured.
 CREATE FUNCTION idem.portable_session_token()
 RETURNS bigint
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    started timestamptz;
+    started timestamptz := idem.portable_backend_start();
 BEGIN
-    SELECT a.backend_start INTO started
-      FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    IF started IS NULL THEN
+        SELECT a.backend_start INTO started
+          FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a;
+    END IF;
     IF started IS NULL THEN
         RAISE EXCEPTION 'idem.bind_lock_to_session needs to see this session in pg_stat_activity'
             USING ERRCODE = '{{sqlstate::not_preloaded}}',

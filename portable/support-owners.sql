@@ -35,10 +35,41 @@ REVOKE ALL ON FUNCTION idem.portable_may_use_scope(text) FROM PUBLIC;
 -- Called from idem's SECURITY DEFINER bodies, which run as the extension's
 -- owner and so may read the table; PUBLIC may execute none of them.
 
+-- The database's own value of idem.require_scope_owner (ALTER DATABASE
+-- ... SET, pg_db_role_setting), or NULL. Both catalogs are shared: a lock
+-- on a shared relation cannot take the fast path, so reading them at each
+-- call took the lock manager's partition lock for the same two tags in
+-- every backend, which serialised the covered calls at 32 clients. So the
+-- value is read once per session, as the C++ engine's registered setting
+-- takes it when the session starts: declared IMMUTABLE, a call with no
+-- argument is folded by the planner into a constant of the calling
+-- statement's plan (portable_require_scope_owner's, which PL/pgSQL keeps for
+-- the session). A plan made again after an invalidation reads the catalog
+-- again, so a session holds the database's value of some moment between
+-- its first covered call and now, never one a caller wrote: the plan is
+-- the backend's own, and neither a SET nor an object of the caller's
+-- reaches it.
+CREATE FUNCTION idem.portable_database_require_scope_owner()
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT substr(c.entry, char_length('idem.require_scope_owner') + 2)
+    FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
+   WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+     AND s.setrole = 0
+     AND left(c.entry, char_length('idem.require_scope_owner') + 1) = 'idem.require_scope_owner='
+   LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION idem.portable_database_require_scope_owner() FROM PUBLIC;
+
 -- idem.require_scope_owner without the library is a placeholder any
 -- session may SET, so a tenant could turn it off. It is on when the
--- session's value is on, or when the database's own value (ALTER DATABASE
--- ... SET, pg_db_role_setting) is: a session can turn it on, not off.
+-- session's value is on, or when the database's own value is (above: a
+-- session can turn it on, not off). With the library loaded the setting is
+-- registered (superuser only) and its value already holds the database's,
+-- but this engine cannot tell a registered setting from a placeholder
+-- cheaply, so it reads the database's value either way.
 -- A value that is no boolean is refused as PostgreSQL refuses it for a
 -- registered boolean setting. The catalog is read only when the session's
 -- value is not on: NULL means the setting was never loaded in this session,
@@ -50,24 +81,17 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    name constant text := 'idem.require_scope_owner';
-    setting text := current_setting(name, true);
-    database_value text;
+    setting text := current_setting('idem.require_scope_owner', true);
 BEGIN
     IF setting IS NULL THEN
         RETURN false;
     END IF;
     FOR pass IN 1 .. 2 LOOP
         IF pass = 2 THEN
-            SELECT substr(c.entry, char_length(name) + 2) INTO database_value
-              FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) AS c(entry)
-             WHERE s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
-               AND s.setrole = 0
-               AND left(c.entry, char_length(name) + 1) = name || '=';
-            IF NOT FOUND THEN
+            setting := idem.portable_database_require_scope_owner();
+            IF setting IS NULL THEN
                 RETURN false;
             END IF;
-            setting := database_value;
         END IF;
         -- boolin's words and their unique prefixes ("o" is neither).
         IF lower(btrim(setting)) = ANY ('{t,tr,tru,true,y,ye,yes,on,1}'::text[]) THEN
@@ -210,9 +234,9 @@ REVOKE ALL ON FUNCTION idem.portable_scope_refusal(text) FROM PUBLIC;
 -- nothing about the key (src/policy/scope_owner.cpp's texts, the scope
 -- cut as every message cuts a caller's text). NULL scope: nothing to check
 -- (the calls refuse a NULL scope themselves, first; check_scope_owner too).
--- Where no scope has an owner and the setting was never loaded (NULL:
--- neither the session nor the database gave it), every scope may be used:
--- answered by one look at the table, without the prefix lookup.
+-- Where no scope has an owner and idem.require_scope_owner is not on (never
+-- loaded, off, or the library's registered default), every scope may be
+-- used: answered by one look at the table, without the prefix lookup.
 CREATE OR REPLACE FUNCTION idem.portable_check_scope_owner(scope text)
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -224,6 +248,10 @@ BEGIN
     IF scope IS NULL
        OR current_setting('idem.require_scope_owner', true) IS NULL
           AND NOT EXISTS (SELECT FROM idem.scope_owner) THEN
+        RETURN;
+    END IF;
+    -- Apart, so that the common case above starts no call of a function.
+    IF NOT EXISTS (SELECT FROM idem.scope_owner) AND NOT idem.portable_require_scope_owner() THEN
         RETURN;
     END IF;
     refusal := idem.portable_scope_refusal(scope);

@@ -17,6 +17,12 @@
 # fence at every call, so its fences cannot be scripted ahead).
 # WORKLOAD=inbox counts consume_once of a new message, its retention from
 # the setting's default (no argument, no policy), instead (no ref).
+# WORKLOAD=replay counts a claim of a key that succeeded (one of N+1 rows
+# written before the run) instead.
+# SETTINGS: statements run first in each backend, e.g. the values idem's
+# library registers where it is loaded beside the portable engine:
+#   SETTINGS="SET idem.require_scope_owner = off; SET idem.lock_timeout = '5min';
+#             SET idem.retention = '1d'; SET idem.bind_lock_to_session = off;"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
@@ -39,10 +45,22 @@ for i in "${!FILES[@]}"; do
   psql -qAtX -v ON_ERROR_STOP=1 -d "p$i" -f "${FILES[$i]}" >/dev/null
   peers+=("p$i")
 done
-if [ "$WORKLOAD" = newkey ]; then
+if [ "$WORKLOAD" = newkey ] || [ "$WORKLOAD" = replay ]; then
   psql -qAtX -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE ref" >/dev/null
   psql -qAtX -v ON_ERROR_STOP=1 -d ref -f "${FILES[0]}" -f bench/reference.sql >/dev/null
   peers+=(ref)
+fi
+if [ "$WORKLOAD" = replay ]; then
+  for peer in "${peers[@]}"; do
+    s=idem
+    [ "$peer" = ref ] && s=ref
+    psql -qAtX -v ON_ERROR_STOP=1 -d "$peer" -c "INSERT INTO $s.idempotency_request (scope, key,
+        request_hash, status, recovery_point, fence, attempt_count, claimed_at, response_code,
+        response_body, created_at, updated_at, finished_at, expires_at)
+      SELECT 'replay', 'k' || g, 'b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c',
+             'succeeded', 'finished', g, 1, now(), 200, '{\"id\": 1}', now(), now(), now(), 'infinity'
+        FROM generate_series(1, $((N + 1))) g" >/dev/null
+  done
 fi
 stop_cluster "$WORK/cluster"
 hash=b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c
@@ -51,7 +69,11 @@ script() {  # database lifecycles -> the statements; fences drawn from 1000001 o
   local s=idem i
   [ "$1" = ref ] && s=ref
   echo "SELECT setval('$s.fence_seq', 1000000);"
-  if [ "$WORKLOAD" = inbox ]; then
+  [ -z "${SETTINGS:-}" ] || echo "$SETTINGS"
+  if [ "$WORKLOAD" = replay ]; then
+    echo "PREPARE r(text) AS SELECT kind, response_code, response_body FROM $s.claim_idempotency_key('replay', \$1, '$hash');"
+    for ((i = 1; i <= $2; i++)); do echo "EXECUTE r('k$i');"; done
+  elif [ "$WORKLOAD" = inbox ]; then
     echo "PREPARE i(text) AS SELECT $s.consume_once('inbox', \$1, '$hash');"
     for ((i = 1; i <= $2; i++)); do echo "EXECUTE i('m$i');"; done
   elif [ "$WORKLOAD" = hot ]; then

@@ -4,14 +4,16 @@
 -- (idem.portable_claim_once, portable/support-keys.sql): a look without a
 -- lock, and a write only when the key must change.
 --
--- The common call (no interval argument, no idem.* setting, the key's row
--- absent) is done here in two statements and no nested call: one read of
--- the scope's policy together with whether the key exists, then claim_once's
--- INSERT ... ON CONFLICT DO NOTHING. Every other case (a policy or setting
--- to resolve, a bound lock, the key present, a twin's insert first, a
--- read-only transaction) goes the general way, idem.portable_claim_policy
--- then idem.portable_claim_once, which gives the same answers and errors;
--- when the policy resolved here, claim_once gets it without a second read.
+-- The common call (no interval argument, each idem.* setting unset or at its
+-- default, the key's row absent) is done here in two statements and no
+-- nested call: one read of the scope's policy together with whether the key
+-- exists, then claim_once's INSERT ... ON CONFLICT DO NOTHING; a bound
+-- claim (the policy's, or idem.bind_lock_to_session exactly 'on') too, with
+-- its session's token. Every other case (a policy or setting to resolve,
+-- the key present, a twin's insert first, a read-only transaction) goes the
+-- general way, idem.portable_claim_policy then idem.portable_claim_once,
+-- which gives the same answers and errors; when the policy resolved here,
+-- claim_once gets it without a second read.
 LANGUAGE plpgsql
 AS $function$
 DECLARE
@@ -22,6 +24,7 @@ DECLARE
     policy_forever boolean;
     policy_attempts integer;
     policy_bind boolean;
+    bound bigint;
     answer_fence bigint;
     answer_locked timestamptz;
     answer_expires timestamptz;
@@ -43,12 +46,20 @@ BEGIN
           INTO policy_lock, policy_retention, policy_forever, policy_attempts, policy_bind, present
           FROM (SELECT) AS one
           LEFT JOIN idem.scope_policy sp ON sp.scope = claim_idempotency_key.scope;
-        -- What portable_claim_policy resolves, where no setting is read.
-        IF (policy_lock IS NOT NULL OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') = '')
+        -- What portable_claim_policy resolves, where no setting is read or
+        -- each reads as its default (unset, or the text of the default the
+        -- C++ engine's library registers where it is loaded beside this
+        -- engine: '5min', '1d', 'off').
+        IF (policy_lock IS NOT NULL
+            OR coalesce(pg_catalog.current_setting('idem.lock_timeout', true), '') IN ('', '5min'))
            AND (policy_forever OR policy_retention IS NOT NULL
-                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') = '')
-           AND NOT coalesce(policy_bind,
-                            coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '') <> '') THEN
+                OR coalesce(pg_catalog.current_setting('idem.retention', true), '') IN ('', '1d'))
+           AND (policy_bind IS NOT NULL
+                OR coalesce(pg_catalog.current_setting('idem.bind_lock_to_session', true), '')
+                       IN ('', 'off', 'on')) THEN
+            IF coalesce(policy_bind, pg_catalog.current_setting('idem.bind_lock_to_session', true) = 'on') THEN
+                bound := idem.portable_session_token();
+            END IF;
             policy_lock := coalesce(policy_lock, interval '5 minutes');
             policy_retention := CASE WHEN policy_forever THEN NULL
                                      ELSE coalesce(policy_retention, interval '1 day') END;
@@ -57,14 +68,16 @@ BEGIN
                 -- claim_once's INSERT (portable/support-keys.sql), the same row.
                 INSERT INTO idem.idempotency_request AS t (
                     scope, key, request_hash, status, recovery_point, fence, attempt_count,
-                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at)
+                    claimed_by, claimed_at, locked_until, created_at, updated_at, expires_at,
+                    bound_session)
                 VALUES (
                     claim_idempotency_key.scope, claim_idempotency_key.key,
                     claim_idempotency_key.request_hash,
                     'processing', 'started', pg_catalog.nextval('idem.fence_seq'::pg_catalog.regclass), 1,
                     claim_idempotency_key.claimed_by, now, now + policy_lock, now, now,
                     CASE WHEN policy_retention IS NULL THEN 'infinity'::timestamptz
-                         ELSE now + policy_retention END)
+                         ELSE now + policy_retention END,
+                    bound)
                 ON CONFLICT ON CONSTRAINT idempotency_request_pkey DO NOTHING
                 RETURNING t.fence, t.locked_until, t.expires_at
                      INTO answer_fence, answer_locked, answer_expires;
@@ -75,7 +88,7 @@ BEGIN
             END IF;
             -- A twin inserted first, or the key is there: the general claim.
             RETURN idem.portable_claim_once(scope, key, request_hash, claimed_by, policy_lock,
-                                            policy_retention, coalesce(policy_attempts, 0), NULL);
+                                            policy_retention, coalesce(policy_attempts, 0), bound);
         END IF;
     END IF;
     policy := idem.portable_claim_policy(scope, key, lock_timeout, retention);
