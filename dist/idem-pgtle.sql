@@ -5869,6 +5869,7 @@ BEGIN
 END
 $$;
 -- ==== end Citus maintenance and outbox ====
+
 $idem_script$,
     NULL, 'idem')
  WHERE NOT EXISTS (SELECT FROM pgtle.available_extensions() WHERE name = 'idem');
@@ -23608,6 +23609,7 @@ BEGIN
 END
 $$;
 -- ==== end Citus maintenance and outbox ====
+
 $idem_script$)
  WHERE NOT EXISTS (SELECT FROM pgtle.extension_update_paths('idem')
                     WHERE source = '1.2' AND target = '1.3' AND path IS NOT NULL);

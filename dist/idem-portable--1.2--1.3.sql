@@ -4449,5 +4449,6 @@ BEGIN
 END
 $$;
 -- ==== end Citus maintenance and outbox ====
+
 UPDATE idem.installed_version SET version = '1.3', installed_at = pg_catalog.now();
 COMMIT;

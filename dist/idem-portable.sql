@@ -5859,6 +5859,7 @@ END
 $$;
 -- ==== end Citus maintenance and outbox ====
 
+
 -- What this SQL-file install is at: one row, moved by each upgrade file.
 CREATE TABLE idem.installed_version (
     version      text NOT NULL,
