@@ -5870,6 +5870,27 @@ END
 $$;
 -- ==== end Citus maintenance and outbox ====
 
+-- ==== search_path proof ====
+-- Each statement the C++ engine keeps, whether it is proven to resolve no
+-- name through search_path ('proven'), runs only under the pinned path
+-- ('pinned-only') or neither ('refused', a bug); and why not
+-- (src/pg/statement_proof.cpp). The adversarial suite's catalog scan reads
+-- it (test/sql/61_hostile_role.sql). The portable engine keeps no
+-- statements: no rows.
+CREATE FUNCTION idem.search_path_proof(OUT statement text, OUT verdict text, OUT refusal text)
+RETURNS SETOF record
+-- search_path_proof: the portable engine keeps no statements of its own
+-- (its bodies are PL/pgSQL, each function pinned to search_path =
+-- pg_catalog, pg_temp), so there is nothing to prove: no rows.
+AS $function$
+BEGIN
+    RETURN;
+END
+$function$
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+-- ==== end search_path proof ====
+
 $idem_script$,
     NULL, 'idem')
  WHERE NOT EXISTS (SELECT FROM pgtle.available_extensions() WHERE name = 'idem');
@@ -23609,6 +23630,27 @@ BEGIN
 END
 $$;
 -- ==== end Citus maintenance and outbox ====
+
+-- ==== search_path proof ====
+-- Each statement the C++ engine keeps, whether it is proven to resolve no
+-- name through search_path ('proven'), runs only under the pinned path
+-- ('pinned-only') or neither ('refused', a bug); and why not
+-- (src/pg/statement_proof.cpp). The adversarial suite's catalog scan reads
+-- it (test/sql/61_hostile_role.sql). The portable engine keeps no
+-- statements: no rows.
+CREATE FUNCTION idem.search_path_proof(OUT statement text, OUT verdict text, OUT refusal text)
+RETURNS SETOF record
+-- search_path_proof: the portable engine keeps no statements of its own
+-- (its bodies are PL/pgSQL, each function pinned to search_path =
+-- pg_catalog, pg_temp), so there is nothing to prove: no rows.
+AS $function$
+BEGIN
+    RETURN;
+END
+$function$
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+-- ==== end search_path proof ====
 
 $idem_script$)
  WHERE NOT EXISTS (SELECT FROM pgtle.extension_update_paths('idem')

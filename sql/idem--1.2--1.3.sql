@@ -595,6 +595,19 @@ END
 $$;
 -- ==== end Citus maintenance and outbox ====
 
+-- ==== search_path proof ====
+-- Each statement the C++ engine keeps, whether it is proven to resolve no
+-- name through search_path ('proven'), runs only under the pinned path
+-- ('pinned-only') or neither ('refused', a bug); and why not
+-- (src/pg/statement_proof.cpp). The adversarial suite's catalog scan reads
+-- it (test/sql/61_hostile_role.sql). The portable engine keeps no
+-- statements: no rows.
+CREATE FUNCTION idem.search_path_proof(OUT statement text, OUT verdict text, OUT refusal text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_search_path_proof'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+-- ==== end search_path proof ====
+
 -- ==== C++ engine only: search_path proven, not pinned ====
 -- Every statement the C++ engine runs is proven, by PostgreSQL's raw_parser
 -- before it is first prepared in a backend, to name each relation, type,
@@ -604,10 +617,6 @@ $$;
 -- pin and the settings save and restore it costs at every call
 -- (docs/security.md, "search_path"). The portable engine's PL/pgSQL
 -- bodies keep theirs (portable/build.pl leaves this block out).
-CREATE FUNCTION idem.search_path_proof(OUT statement text, OUT verdict text, OUT refusal text)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'idem_search_path_proof'
-LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 -- idem.run_maintenance() keeps its pin: it runs the completers, whose
 -- candidates' statement reads a function name (statement_proof.cpp).
 ALTER FUNCTION idem.claim_idempotency_key(text,text,text,text,interval,interval) RESET search_path;
