@@ -5889,6 +5889,27 @@ END
 $function$
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp;
+-- The same proof over any statement text: its first refusal, or NULL when
+-- it is proven (so a test can show that each refusal fires). Not SECURITY
+-- DEFINER and EXECUTE left to PUBLIC: it only parses the text, as the
+-- caller, and reads which idem functions are pinned (pg_proc, readable by
+-- all); it runs nothing of the text. The portable engine has no parser to
+-- offer and raises feature_not_supported.
+CREATE FUNCTION idem.search_path_proof(statement text)
+RETURNS text
+-- search_path_proof(statement text): the proof parses the text with
+-- PostgreSQL's raw_parser, which PL/pgSQL cannot reach; the portable engine
+-- needs no proof (every function of it is pinned to search_path =
+-- pg_catalog, pg_temp), so it says so rather than answer NULL ("proven").
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'idem: search_path_proof(statement) needs the C++ engine''s parser'
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = 'The portable engine proves no statement text: each of its functions runs pinned to search_path = pg_catalog, pg_temp.';
+END
+$function$
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
 -- ==== end search_path proof ====
 
 $idem_script$,
@@ -23649,6 +23670,27 @@ BEGIN
 END
 $function$
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+-- The same proof over any statement text: its first refusal, or NULL when
+-- it is proven (so a test can show that each refusal fires). Not SECURITY
+-- DEFINER and EXECUTE left to PUBLIC: it only parses the text, as the
+-- caller, and reads which idem functions are pinned (pg_proc, readable by
+-- all); it runs nothing of the text. The portable engine has no parser to
+-- offer and raises feature_not_supported.
+CREATE FUNCTION idem.search_path_proof(statement text)
+RETURNS text
+-- search_path_proof(statement text): the proof parses the text with
+-- PostgreSQL's raw_parser, which PL/pgSQL cannot reach; the portable engine
+-- needs no proof (every function of it is pinned to search_path =
+-- pg_catalog, pg_temp), so it says so rather than answer NULL ("proven").
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'idem: search_path_proof(statement) needs the C++ engine''s parser'
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = 'The portable engine proves no statement text: each of its functions runs pinned to search_path = pg_catalog, pg_temp.';
+END
+$function$
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp;
 -- ==== end search_path proof ====
 

@@ -606,6 +606,16 @@ CREATE FUNCTION idem.search_path_proof(OUT statement text, OUT verdict text, OUT
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'idem_search_path_proof'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+-- The same proof over any statement text: its first refusal, or NULL when
+-- it is proven (so a test can show that each refusal fires). Not SECURITY
+-- DEFINER and EXECUTE left to PUBLIC: it only parses the text, as the
+-- caller, and reads which idem functions are pinned (pg_proc, readable by
+-- all); it runs nothing of the text. The portable engine has no parser to
+-- offer and raises feature_not_supported.
+CREATE FUNCTION idem.search_path_proof(statement text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idem_search_path_proof_of_text'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
 -- ==== end search_path proof ====
 
 -- ==== C++ engine only: search_path proven, not pinned ====

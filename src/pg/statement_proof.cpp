@@ -477,8 +477,19 @@ Datum search_path_proof(FunctionCallInfo fcinfo) {
   return (Datum)0;
 }
 
+// idem.search_path_proof(statement text): the same proof over any text, so
+// a test can show each refusal; its first refusal, or NULL when proven. The
+// text declares no parameters: a reg* cast of a parameter is refused.
+Datum search_path_proof_of_text(FunctionCallInfo fcinfo) {
+  static constexpr ArgTypes no_args{};
+  const char *refusal = refusal_for(text_to_cstring(PG_GETARG_TEXT_PP(0)), no_args);
+  if (refusal == nullptr) PG_RETURN_NULL();
+  PG_RETURN_TEXT_P(cstring_to_text(refusal));
+}
+
 }  // namespace idem::statement_proof
 
 extern "C" {
 IDEM_SQL_FUNCTION(search_path_proof, idem::statement_proof::search_path_proof)
+IDEM_SQL_FUNCTION(search_path_proof_of_text, idem::statement_proof::search_path_proof_of_text)
 }
