@@ -31,7 +31,8 @@ void prove_kept(const StatementText &declared);
 void check_run(Statement statement);
 
 // The same proof for a text prepared once (a kept statement's text with a
-// shard's name in place of its table's): raises P4099 when it fails.
+// shard's name in place of its table's): raises P4099 when it fails, and
+// for a pinned-only statement when search_path is not the pinned one.
 void prove_text(const StatementText &declared, const char *sql);
 
 }  // namespace idem::statement_proof
