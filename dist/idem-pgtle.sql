@@ -5935,6 +5935,49 @@ BEGIN
 END
 $$;
 -- ==== end Citus maintenance and outbox ====
+
+-- ==== search_path proof ====
+-- Each statement the C++ engine keeps, whether it is proven to resolve no
+-- name through search_path ('proven'), runs only under the pinned path
+-- ('pinned-only') or neither ('refused', a bug); and why not
+-- (src/pg/statement_proof.cpp). The adversarial suite's catalog scan reads
+-- it (test/sql/61_hostile_role.sql). The portable engine keeps no
+-- statements: no rows.
+CREATE FUNCTION idem.search_path_proof(OUT statement text, OUT verdict text, OUT refusal text)
+RETURNS SETOF record
+-- search_path_proof: the portable engine keeps no statements of its own
+-- (its bodies are PL/pgSQL, each function pinned to search_path =
+-- pg_catalog, pg_temp), so there is nothing to prove: no rows.
+AS $function$
+BEGIN
+    RETURN;
+END
+$function$
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+-- The same proof over any statement text: its first refusal, or NULL when
+-- it is proven (so a test can show that each refusal fires). Not SECURITY
+-- DEFINER and EXECUTE left to PUBLIC: it only parses the text, as the
+-- caller, and reads which idem functions are pinned (pg_proc, readable by
+-- all); it runs nothing of the text. The portable engine has no parser to
+-- offer and raises feature_not_supported.
+CREATE FUNCTION idem.search_path_proof(statement text)
+RETURNS text
+-- search_path_proof(statement text): the proof parses the text with
+-- PostgreSQL's raw_parser, which PL/pgSQL cannot reach; the portable engine
+-- needs no proof (every function of it is pinned to search_path =
+-- pg_catalog, pg_temp), so it says so rather than answer NULL ("proven").
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'idem: search_path_proof(statement) needs the C++ engine''s parser'
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = 'The portable engine proves no statement text: each of its functions runs pinned to search_path = pg_catalog, pg_temp.';
+END
+$function$
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+-- ==== end search_path proof ====
+
 $idem_script$,
     NULL, 'idem')
  WHERE NOT EXISTS (SELECT FROM pgtle.available_extensions() WHERE name = 'idem');
@@ -23910,6 +23953,49 @@ BEGIN
 END
 $$;
 -- ==== end Citus maintenance and outbox ====
+
+-- ==== search_path proof ====
+-- Each statement the C++ engine keeps, whether it is proven to resolve no
+-- name through search_path ('proven'), runs only under the pinned path
+-- ('pinned-only') or neither ('refused', a bug); and why not
+-- (src/pg/statement_proof.cpp). The adversarial suite's catalog scan reads
+-- it (test/sql/61_hostile_role.sql). The portable engine keeps no
+-- statements: no rows.
+CREATE FUNCTION idem.search_path_proof(OUT statement text, OUT verdict text, OUT refusal text)
+RETURNS SETOF record
+-- search_path_proof: the portable engine keeps no statements of its own
+-- (its bodies are PL/pgSQL, each function pinned to search_path =
+-- pg_catalog, pg_temp), so there is nothing to prove: no rows.
+AS $function$
+BEGIN
+    RETURN;
+END
+$function$
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+-- The same proof over any statement text: its first refusal, or NULL when
+-- it is proven (so a test can show that each refusal fires). Not SECURITY
+-- DEFINER and EXECUTE left to PUBLIC: it only parses the text, as the
+-- caller, and reads which idem functions are pinned (pg_proc, readable by
+-- all); it runs nothing of the text. The portable engine has no parser to
+-- offer and raises feature_not_supported.
+CREATE FUNCTION idem.search_path_proof(statement text)
+RETURNS text
+-- search_path_proof(statement text): the proof parses the text with
+-- PostgreSQL's raw_parser, which PL/pgSQL cannot reach; the portable engine
+-- needs no proof (every function of it is pinned to search_path =
+-- pg_catalog, pg_temp), so it says so rather than answer NULL ("proven").
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'idem: search_path_proof(statement) needs the C++ engine''s parser'
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = 'The portable engine proves no statement text: each of its functions runs pinned to search_path = pg_catalog, pg_temp.';
+END
+$function$
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+-- ==== end search_path proof ====
+
 $idem_script$)
  WHERE NOT EXISTS (SELECT FROM pgtle.extension_update_paths('idem')
                     WHERE source = '1.2' AND target = '1.3' AND path IS NOT NULL);

@@ -222,9 +222,21 @@ sub portable_script {
     my @out;
     my @lines = split /\n/, $text, -1;
     pop @lines if @lines && $lines[-1] eq '';
+    my $cxx_only = 0;
     for (my $i = 0; $i < @lines; $i++) {
         my $line = $lines[$i];
         next if $line =~ /^\\echo /;            # psql's guard; pg_tle runs plain SQL
+        # A block for the C++ engine alone (its library's functions, the
+        # search_path its proven statements do without): the portable
+        # engine's bodies are PL/pgSQL and keep their pin.
+        if ($line =~ /^-- ==== C\+\+ engine only: /) {
+            $cxx_only = 1;
+            pop @out while @out && $out[-1] eq '';   # its blank line before
+        }
+        if ($cxx_only) {
+            $cxx_only = 0 if $line =~ /^-- ==== end C\+\+ engine only ====$/;
+            next;
+        }
         forget($1) if $line =~ /^DROP FUNCTION (?:IF EXISTS )?([\w.]+)\(/;
         if ($line =~ /^AS 'MODULE_PATHNAME', '(\w+)'$/) {
             my $symbol = $1;

@@ -594,3 +594,63 @@ BEGIN
 END
 $$;
 -- ==== end Citus maintenance and outbox ====
+
+-- ==== search_path proof ====
+-- Each statement the C++ engine keeps, whether it is proven to resolve no
+-- name through search_path ('proven'), runs only under the pinned path
+-- ('pinned-only') or neither ('refused', a bug); and why not
+-- (src/pg/statement_proof.cpp). The adversarial suite's catalog scan reads
+-- it (test/sql/61_hostile_role.sql). The portable engine keeps no
+-- statements: no rows.
+CREATE FUNCTION idem.search_path_proof(OUT statement text, OUT verdict text, OUT refusal text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_search_path_proof'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+-- The same proof over any statement text: its first refusal, or NULL when
+-- it is proven (so a test can show that each refusal fires). Not SECURITY
+-- DEFINER and EXECUTE left to PUBLIC: it only parses the text, as the
+-- caller, and reads which idem functions are pinned (pg_proc, readable by
+-- all); it runs nothing of the text. The portable engine has no parser to
+-- offer and raises feature_not_supported.
+CREATE FUNCTION idem.search_path_proof(statement text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'idem_search_path_proof_of_text'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+-- ==== end search_path proof ====
+
+-- ==== C++ engine only: search_path proven, not pinned ====
+-- Every statement the C++ engine runs is proven, by PostgreSQL's raw_parser
+-- before it is first prepared in a backend, to name each relation, type,
+-- function, operator and collation with its schema (src/pg/statement_proof.cpp):
+-- it means the same under any search_path, so these SECURITY DEFINER
+-- functions, which run nothing else that resolves a name, do without the
+-- pin and the settings save and restore it costs at every call
+-- (docs/security.md, "search_path"). The portable engine's PL/pgSQL
+-- bodies keep theirs (portable/build.pl leaves this block out).
+-- idem.run_maintenance() keeps its pin: it runs the completers, whose
+-- candidates' statement reads a function name (statement_proof.cpp).
+ALTER FUNCTION idem.claim_idempotency_key(text,text,text,text,interval,interval) RESET search_path;
+ALTER FUNCTION idem.mark_succeeded(text,text,bigint,integer,jsonb,text,text) RESET search_path;
+ALTER FUNCTION idem.mark_failed(text,text,bigint,boolean,text,text,integer,jsonb) RESET search_path;
+ALTER FUNCTION idem.set_recovery_point(text,text,bigint,text) RESET search_path;
+ALTER FUNCTION idem.purge_expired(integer) RESET search_path;
+ALTER FUNCTION idem.sweep_stale(integer) RESET search_path;
+ALTER FUNCTION idem.lookup(text,text) RESET search_path;
+ALTER FUNCTION idem.evict(text,text,boolean) RESET search_path;
+ALTER FUNCTION idem.force_expire(text,text,boolean) RESET search_path;
+ALTER FUNCTION idem.typical_duration(text) RESET search_path;
+ALTER FUNCTION idem.mark_succeeded_returning(text,text,bigint,integer,jsonb,text,text) RESET search_path;
+ALTER FUNCTION idem.mark_failed_returning(text,text,bigint,boolean,text,text,integer,jsonb) RESET search_path;
+ALTER FUNCTION idem.consume_once(text,text,text,interval) RESET search_path;
+ALTER FUNCTION idem.set_consumed_result(text,text,text,text) RESET search_path;
+ALTER FUNCTION idem.outbox_put(text,text,text,jsonb,text,text,jsonb,timestamp with time zone) RESET search_path;
+ALTER FUNCTION idem.outbox_lease(integer,interval,text[]) RESET search_path;
+ALTER FUNCTION idem.outbox_published(bigint,bigint) RESET search_path;
+ALTER FUNCTION idem.claim_or_wait(text,text,text,interval,text,interval,interval) RESET search_path;
+ALTER FUNCTION idem.extend_lock(text,text,bigint,interval) RESET search_path;
+ALTER FUNCTION idem.release(text,text,bigint) RESET search_path;
+ALTER FUNCTION idem.peek(text,text) RESET search_path;
+ALTER FUNCTION idem.check_scope_owner(text) RESET search_path;
+ALTER FUNCTION idem.may_use_scope(text) RESET search_path;
+-- ==== end C++ engine only ====
+

@@ -52,4 +52,13 @@ bool is_citus_table(IdemRelation relation) {
   return listed;
 }
 
+bool routes_idem_tables() {
+  constexpr IdemRelation tables[] = {IdemRelation::key_table, IdemRelation::consumed_message,
+                                     IdemRelation::scope_policy, IdemRelation::scope_owner,
+                                     IdemRelation::outbox_event};
+  for (IdemRelation table : tables)
+    if (is_citus_table(table)) return true;
+  return false;
+}
+
 }  // namespace idem::citus

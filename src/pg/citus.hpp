@@ -18,4 +18,7 @@ namespace idem::citus {
 
 bool is_citus_table(catalog_cache::IdemRelation relation);
 
+// Whether any of idem's tables is a Citus table on this node.
+bool routes_idem_tables();
+
 }  // namespace idem::citus

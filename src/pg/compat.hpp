@@ -82,6 +82,20 @@ inline IndexScanDesc begin_index_scan(Relation heap, Relation index, Snapshot sn
 #endif
 }
 
+// 16 gave raw_expression_tree_walker a typed callback (a macro over
+// raw_expression_tree_walker_impl); 15 takes bool (*)() and calls it with
+// (node, context).
+using RawTreeWalker = bool (*)(Node *node, void *context);
+inline bool walk_raw_tree(Node *node, RawTreeWalker walker, void *context) {
+#if PG_VERSION_NUM >= 160000
+  return raw_expression_tree_walker(node, walker, context);
+#else
+  // Through void (*)(void), the type GCC lets any function pointer pass.
+  auto untyped = reinterpret_cast<void (*)(void)>(walker);
+  return raw_expression_tree_walker(node, reinterpret_cast<bool (*)()>(untyped), context);
+#endif
+}
+
 }  // namespace idem::compat
 
 // The magic block. From 18 it also names the module and its version, which

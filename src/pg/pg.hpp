@@ -30,6 +30,7 @@ extern "C" {
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
 #include "postmaster/bgworker.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"

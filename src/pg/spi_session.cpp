@@ -3,11 +3,13 @@
 #define IDEM_SPI_SESSION_IMPLEMENTATION 1
 #include "pg/spi_session.hpp"
 
+#include "pg/citus.hpp"
 #include "pg/guard.hpp"
 #include "pure/errors.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
+#include "utils/guc.h"
 #include "utils/datum.h"
 #include "utils/snapmgr.h"
 }
@@ -40,6 +42,29 @@ Form_pg_attribute column_attribute(int column) {
   return TupleDescAttr(SPI_tuptable->tupdesc, column - 1);
 }
 
+// On Citus a statement on a Citus table is planned by Citus, which may
+// deparse the shard's query and analyse that text again in this backend
+// (local execution of a shard this node holds, when it does not plan the
+// shard's query directly: citus.enable_local_fast_path_query_optimization
+// off, or a query it cannot plan so). Its deparser writes pg_catalog's
+// types and functions unqualified ('x'::text, nextval(...)), so the proof
+// of idem's own text (statement_proof.hpp) does not cover what runs: there
+// the statement runs under the pinned search_path, as every function did
+// before the proof. Returns the GUC nest level to pop, or -1 when there is
+// nothing pinned. An error's abort pops the level, as it does a function's
+// SET.
+int pin_path_on_citus() {
+  if (!citus::routes_idem_tables()) return -1;
+  int level = NewGUCNestLevel();
+  (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+                          GUC_ACTION_SAVE, true, 0, false);
+  return level;
+}
+
+void unpin_path(int level) {
+  if (level >= 0) AtEOXact_GUC(true, level);
+}
+
 }  // namespace
 
 void set_statement_run_hook(StatementRunHook hook) { statement_run_hook = hook; }
@@ -56,7 +81,9 @@ uint64 spi_run(SpiSession *session, Statement statement, Datum *values, const ch
   if (!session->connected) raise_misuse("a statement run after spi_finish");
   KeptStatement kept = kept_statement(statement);
   if (statement_run_hook != nullptr) statement_run_hook();
+  int pinned = pin_path_on_citus();
   int code = SPI_execute_plan(kept.plan, values, nulls, false, 0);
+  unpin_path(pinned);
   if (code != kept.expected_result) raise_spi_failure("SPI_execute_plan", code);
   return SPI_processed;
 }
@@ -66,7 +93,9 @@ uint64 spi_run_on(SpiSession *session, Statement statement, const OnRelation *na
   if (!session->connected) raise_misuse("a statement run after spi_finish");
   KeptStatement prepared = statement_on_relation(statement, names, count);
   if (statement_run_hook != nullptr) statement_run_hook();
+  int pinned = pin_path_on_citus();
   int code = SPI_execute_plan(prepared.plan, values, nulls, false, 0);
+  unpin_path(pinned);
   if (code != prepared.expected_result) raise_spi_failure("SPI_execute_plan", code);
   return SPI_processed;
 }
@@ -77,7 +106,9 @@ uint64 spi_run_latest(SpiSession *session, Statement statement, Datum *values,
   KeptStatement kept = kept_statement(statement);
   // Registered for the statement's length; an error's abort releases it.
   Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+  int pinned = pin_path_on_citus();
   int code = SPI_execute_snapshot(kept.plan, values, nulls, latest, InvalidSnapshot, true, false, 0);
+  unpin_path(pinned);
   UnregisterSnapshot(latest);
   if (code != kept.expected_result) raise_spi_failure("SPI_execute_snapshot", code);
   return SPI_processed;

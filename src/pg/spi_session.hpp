@@ -14,14 +14,14 @@
 // On an error there is nothing to undo: the (sub)transaction's abort ends
 // the connection.
 //
-// Whose search_path a statement is analysed under: every spi_connect is
-// reached either from a SECURITY DEFINER function of schema idem, each
-// pinned to search_path = pg_catalog, pg_temp (sql/idem--1.0--1.1.sql,
-// section search_path; test/sql/61_hostile_role.sql checks all of them), or from
-// the background worker, which pins its own at connection (worker.cpp). No
-// other function of idem (the row CHECKs, request_hash, the stats and
-// worker_status readers, the policy triggers) runs SPI; one that did would
-// run with its caller's own rights and search_path, which grants nothing.
+// Whose search_path a statement is analysed under: the caller's, for the
+// C++ engine's SECURITY DEFINER functions whose statements are proven to
+// resolve no name through it (statement_proof.hpp; test/sql/61_hostile_role.sql
+// checks each is pinned or proven); pg_catalog, pg_temp for idem.run_maintenance()
+// (pinned) and the background worker (worker.cpp), where the one statement
+// that is not proven runs. No other function of idem (the row CHECKs,
+// request_hash, the stats and worker_status readers, the policy triggers)
+// runs SPI.
 #pragma once
 
 #include "pg/pg.hpp"

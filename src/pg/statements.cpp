@@ -5,6 +5,7 @@
 #include "pg/statements.hpp"
 
 #include "pg/guard.hpp"
+#include "pg/statement_proof.hpp"
 #include "pure/errors.hpp"
 
 namespace idem {
@@ -50,6 +51,7 @@ SPIPlanPtr plan_for(Statement statement) {
   int index = static_cast<int>(statement);
   if (kept_plans[index] == nullptr) {
     const StatementText &declared = statement_text(statement);
+    statement_proof::prove_kept(declared);
     Oid argtypes[max_statement_args];
     for (int i = 0; i < declared.args.count; ++i) argtypes[i] = type_oid(declared.args.types[i]);
     SPIPlanPtr plan = SPI_prepare(declared.sql, declared.args.count, argtypes);
@@ -109,6 +111,7 @@ KeptStatement statement_on_relation(Statement statement, const OnRelation *names
                              names[i].table),
                       errhint("This is a bug in idem; please report it.")));
   }
+  statement_proof::prove_text(declared, sql);
   Oid argtypes[max_statement_args];
   for (int i = 0; i < declared.args.count; ++i) argtypes[i] = type_oid(declared.args.types[i]);
   SPIPlanPtr plan = SPI_prepare(sql, declared.args.count, argtypes);
@@ -123,7 +126,9 @@ void raise_spi_failure(const char *what, int code, SourceLocation where) {
 }
 
 KeptStatement kept_statement(Statement statement) {
-  return KeptStatement{plan_for(statement), spi_ok_code(statement_text(statement).result)};
+  SPIPlanPtr plan = plan_for(statement);
+  statement_proof::check_run(statement);
+  return KeptStatement{plan, spi_ok_code(statement_text(statement).result)};
 }
 
 }  // namespace idem

@@ -1,11 +1,12 @@
 // Every SQL statement idem runs, prepared once per backend and kept
-// (SPI_keepplan); they are declared in src/pure/statements.def. They
-// run only under search_path = pg_catalog, pg_temp (every SECURITY DEFINER
-// function of idem and the worker pin it; spi_session.hpp): a kept plan is
+// (SPI_keepplan); they are declared in src/pure/statements.def. Each text is
+// proven, before it is first prepared, to resolve no name through
+// search_path (statement_proof.hpp: PostgreSQL's raw_parser and a walk of
+// the tree), so it means the same under any path, and the SECURITY DEFINER
+// functions that run only these need no pinned path. A kept plan is
 // analysed again under the current path whenever it differs from the one it
-// was planned under, so that pin, not the text, is what keeps a caller's
-// operators out. Names are schema-qualified too, operators included, as
-// defence in depth (test/unit/statements_test.cpp checks every text).
+// was planned under; a proven text analyses the same. The lexical check of
+// test/unit/statements_test.cpp runs over every text at build time too.
 #pragma once
 
 #include "pg/pg.hpp"

@@ -75,5 +75,6 @@ SELECT waits_started, waits_answered, waits_timed_out, polling_fallbacks,
 
 -- Not for PUBLIC: granted by hand, as claim_idempotency_key is.
 SELECT has_function_privilege('public', 'idem.claim_or_wait(text, text, text, interval, text, interval, interval)', 'EXECUTE') AS public_may_wait;
-SELECT prosecdef, proconfig FROM pg_proc WHERE oid = 'idem.claim_or_wait'::regproc;
+SELECT prosecdef, (proconfig IS NOT DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp'] OR proconfig IS NULL AND probin = '$libdir/idem') AS pinned_or_proven
+  FROM pg_proc WHERE oid = 'idem.claim_or_wait'::regproc;
 DELETE FROM idem.idempotency_request WHERE scope = 'wait';

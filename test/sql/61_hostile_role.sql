@@ -676,6 +676,77 @@ SELECT kind FROM idem.claim_idempotency_key('o61/a', 'k1', 'h');
 SET client_min_messages = warning;
 ALTER DATABASE :"DBNAME" RESET idem.require_scope_owner;
 
+-- ==== relations and types shadowed too ====
+-- The C++ engine's functions run without a pinned search_path (their
+-- statements are proven qualified, src/pg/statement_proof.cpp): the role
+-- also shadows every relation of idem with a view, and the types idem's
+-- statements name with domains, in its schema and in pg_temp, ahead of
+-- pg_catalog, then calls every function again. A view or domain used would
+-- record (or break the call).
+SET ROLE idem_hostile61;
+CREATE FUNCTION hostile61.noted(what text) RETURNS boolean LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN PERFORM hostile61.record(what); RETURN true; END $$;
+DO $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT c.relname FROM pg_catalog.pg_class c
+            WHERE c.relnamespace OPERATOR(pg_catalog.=) 'idem'::regnamespace
+              AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,v,S,p}'::"char"[])
+  LOOP
+    EXECUTE pg_catalog.format('CREATE VIEW hostile61.%I AS SELECT hostile61.noted(%L) AS spied',
+                              r.relname, 'relation ' OPERATOR(pg_catalog.||) r.relname);
+  END LOOP;
+  FOR r IN SELECT t FROM pg_catalog.unnest('{text,timestamptz,interval,jsonb,int8,int4,oid,bool}'::text[]) t
+  LOOP
+    EXECUTE pg_catalog.format('CREATE DOMAIN hostile61.%I AS pg_catalog.%I CHECK (hostile61.noted(%L))',
+                              r.t, r.t, 'type ' OPERATOR(pg_catalog.||) r.t);
+  END LOOP;
+END $$;
+CREATE TEMP VIEW idempotency_request AS SELECT hostile61.noted('pg_temp relation') AS spied;
+SET search_path = pg_temp, hostile61, pg_catalog;
+-- The shadows are in effect for the role's own statements.
+SELECT 'x'::text AS shadowed_text_type, (SELECT count(*) FROM idempotency_request) AS shadowed_relation;
+RESET ROLE;
+SELECT count(*) AS shadows_ran FROM public.h61_calls;
+DELETE FROM public.h61_calls;
+SET ROLE idem_hostile61;
+SELECT kind, fence AS x1 FROM idem.claim_idempotency_key('o61/x', 'k1', 'h') \gset
+SELECT :'kind' AS x1_kind;
+SELECT idem.set_recovery_point('o61/x', 'k1', :x1, 'charged');
+SELECT idem.extend_lock('o61/x', 'k1', :x1, '10 minutes') IS NOT NULL AS extended;
+SELECT idem.mark_succeeded('o61/x', 'k1', :x1, 201, '{"ok": true}', 'order', '61');
+SELECT kind, response_code FROM idem.claim_idempotency_key('o61/x', 'k1', 'h');
+SELECT kind FROM idem.claim_or_wait('o61/x', 'k1', 'h', '1 second');
+SELECT status FROM idem.lookup('o61/x', 'k1');
+SELECT kind FROM idem.peek('o61/x', 'k1');
+SELECT fence AS x2 FROM idem.claim_idempotency_key('o61/x', 'k2', 'h') \gset
+SELECT idem.mark_failed('o61/x', 'k2', :x2, true, 'timeout');
+SELECT fence AS x3 FROM idem.claim_idempotency_key('o61/x', 'k3', 'h') \gset
+SELECT kind FROM idem.mark_succeeded_returning('o61/x', 'k3', :x3, 200, '{"r": 3}');
+SELECT fence AS x4 FROM idem.claim_idempotency_key('o61/x', 'k4', 'h') \gset
+SELECT kind FROM idem.mark_failed_returning('o61/x', 'k4', :x4, false, 'no');
+SELECT fence AS x5 FROM idem.claim_idempotency_key('o61/x', 'k5', 'h') \gset
+SELECT idem.release('o61/x', 'k5', :x5);
+SELECT status FROM idem.force_expire('o61/x', 'k1');
+SELECT status FROM idem.evict('o61/x', 'k2');
+SELECT idem.typical_duration('o61/x') IS NOT NULL AS typical_known;
+SELECT idem.sweep_stale() OPERATOR(pg_catalog.>=) 0 AS swept, idem.purge_expired() OPERATOR(pg_catalog.>=) 0 AS purged;
+SELECT idem.consume_once('o61/x', 'm1', 'h') AS new_message;
+SELECT idem.consume_once('o61/x', 'm1', 'h') AS replay;
+SELECT idem.set_consumed_result('o61/x', 'm1', 'order', '61');
+SELECT idem.outbox_put('o61/x', 'e1', 'o61_event', '{"n": 1}') IS NOT NULL AS put;
+SELECT id AS xe, lease_fence AS xf FROM idem.outbox_lease(1, '1 minute', ARRAY['o61_event']) \gset
+SELECT idem.outbox_published(:xe, :xf);
+SELECT idem.may_use_scope('o61/x') AS may_use;
+SELECT public.h61_try($$SELECT idem.check_scope_owner('o61/x')$$) AS check_owner;
+-- Every statement of the C++ engine is proven or runs only pinned; the
+-- portable engine has no kept statements (and pins every function).
+SELECT count(*) AS refused FROM idem.search_path_proof() WHERE verdict OPERATOR(pg_catalog.=) 'refused';
+RESET search_path;
+RESET ROLE;
+
 -- ==== nothing the role shadowed ever ran, and it gained nothing ====
 SELECT what, ran_as, promoted FROM public.h61_calls ORDER BY what;
 SELECT rolsuper, rolcreaterole, rolcreatedb, rolbypassrls FROM pg_roles WHERE rolname = 'idem_hostile61';
@@ -690,11 +761,17 @@ SELECT key, status, attempt_count, last_error, lease_fence IS NOT NULL AS leased
 SELECT count(*) AS policies_left FROM idem.scope_policy WHERE scope LIKE 'h61%';
 
 -- ==== every SECURITY DEFINER function: pinned, and called above ====
--- (a) Not pinned to exactly search_path = pg_catalog, pg_temp (rows: bugs).
-SELECT p.oid::regprocedure AS not_pinned, p.proconfig
+-- (a) Neither pinned to exactly search_path = pg_catalog, pg_temp nor
+-- proven (rows: bugs). Proven: a function of idem's library, every one of
+-- whose statements is proven qualified before it is prepared, or runs only
+-- under the pin (idem.search_path_proof(), src/pg/statement_proof.cpp).
+SELECT p.oid::regprocedure AS neither_pinned_nor_proven, p.proconfig
   FROM pg_proc p
  WHERE p.pronamespace = 'idem'::regnamespace AND p.prosecdef
-   AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp'];
+   AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp']
+   AND NOT (p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'c')
+            AND p.probin = '$libdir/idem' AND p.proconfig IS NULL
+            AND NOT EXISTS (SELECT FROM idem.search_path_proof() v WHERE v.verdict = 'refused'));
 -- (b) Not called by the hostile role above (rows: add it to this file).
 SELECT pg_stat_force_next_flush();
 SELECT p.oid::regprocedure AS not_called

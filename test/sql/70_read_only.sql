@@ -58,6 +58,7 @@ INSERT INTO ro_calls (fn, call) VALUES
   ('consume_once', $$SELECT idem.consume_once('ro', 'm1', 'h')$$),
   ('worker_status', $$SELECT count(*) >= 0 FROM idem.worker_status()$$),
   ('stats_counters', $$SELECT count(*) > 0 FROM idem.stats_counters()$$),
+  ('search_path_proof', $$SELECT count(*) = 0 FROM idem.search_path_proof() WHERE verdict = 'refused'$$),
   -- shared-memory counters, not data: resetting them writes no table
   ('stats_reset', $$SELECT idem.stats_reset()$$),
   -- writers: 25006

@@ -8,7 +8,8 @@ SET idem.lock_timeout = '5min';
 
 -- On the request path: definers with a pinned search_path, not for PUBLIC
 -- (granted by hand with claim_idempotency_key: 10_privileges).
-SELECT p.oid::regprocedure AS function, p.prosecdef, p.proconfig, p.provolatile,
+SELECT p.oid::regprocedure AS function, p.prosecdef,
+       (p.proconfig IS NOT DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp'] OR p.proconfig IS NULL AND p.probin = '$libdir/idem') AS pinned_or_proven, p.provolatile,
        has_function_privilege('public', p.oid, 'EXECUTE') AS public_may
   FROM pg_proc p
  WHERE p.oid IN ('idem.release(text, text, bigint)'::regprocedure, 'idem.peek(text, text)'::regprocedure)

@@ -16,7 +16,8 @@ SELECT r AS role, p AS privilege, has_table_privilege(r, 'idem.scope_owner', p) 
  ORDER BY 1, 2;
 -- The check and the boolean: definers with a pinned search_path, for PUBLIC
 -- (the policy table's trigger runs as the role that writes it).
-SELECT p.oid::regprocedure AS function, p.prosecdef, p.proconfig,
+SELECT p.oid::regprocedure AS function, p.prosecdef,
+       (p.proconfig IS NOT DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp'] OR p.proconfig IS NULL AND p.probin = '$libdir/idem') AS pinned_or_proven,
        has_function_privilege('public', p.oid, 'EXECUTE') AS public_may
   FROM pg_proc p
  WHERE p.oid IN ('idem.check_scope_owner(text)'::regprocedure, 'idem.may_use_scope(text)'::regprocedure)

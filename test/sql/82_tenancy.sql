@@ -419,6 +419,8 @@ INSERT INTO public.t82_covered VALUES
   ('idem.may_use_scope(text)', 'public'),
   ('idem.request_hash(jsonb)', 'public'),
   ('idem.request_hash(bytea)', 'public'),
+  ('idem.search_path_proof()', 'public'),
+  ('idem.search_path_proof(text)', 'public'),
   ('idem.interval_is_positive(interval,boolean)', 'public'),
   ('idem.request_invariants_hold(idem.idempotency_request)', 'public'),
   ('idem.request_invariants_hold(text,text,text,idem.idempotency_status,text,bigint,integer,timestamp with time zone,integer,jsonb,text,text,timestamp with time zone,timestamp with time zone,timestamp with time zone)', 'public'),
