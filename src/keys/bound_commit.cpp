@@ -75,7 +75,12 @@ void make_fences_durable() {
   if (state.lane_drawn) lsn = Max(lsn, sequence_lsn(IdemRelation::fence_jump_seq));
   if (XLogRecPtrIsInvalid(lsn)) return;
   XLogFlush(lsn);
+  // As at a commit: SyncRepWaitForLSN wants interrupts held (its queue
+  // cleanup must not be interrupted) and reads a cancel or a termination
+  // itself, ending the wait with a warning as a commit's does.
+  HOLD_INTERRUPTS();
   SyncRepWaitForLSN(lsn, false);
+  RESUME_INTERRUPTS();
 }
 
 bool may_skip_flush() {
