@@ -6,9 +6,13 @@
 
 extern "C" {
 #include "access/relation.h"
+#include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/objectaccess.h"
 #include "replication/syncrep.h"
+#include "replication/walsender.h"
 #include "storage/bufmgr.h"
+#include "utils/fmgroids.h"
 }
 
 namespace idem::bound_commit {
@@ -23,8 +27,26 @@ struct TransactionState {
   bool disqualified;     // anything else a claim wrote (the WAL check sees the rest)
   bool lane_drawn;       // a fence came from idem.fence_jump_seq
   XLogRecPtr claim_end;  // XactLastRecEnd right after the bound claim's write
+  uint64 nextval_calls;  // nextval expressions the executor set up in the transaction
+  uint64 claims_nextval_calls;  // of those, the ones in claims' own writes
 };
-TransactionState state = {false, false, false, InvalidXLogRecPtr};
+TransactionState state = {false, false, false, InvalidXLogRecPtr, 0, 0};
+
+// A nextval that hands out a value from a range another backend logged
+// writes no WAL and takes no transaction id, so neither check above sees it;
+// yet the value is durable only once that backend's record is flushed,
+// which a synchronous commit of this transaction would have waited for.
+// The executor reports every function expression it sets up (ExecInitFunc,
+// the set-returning path, PL/pgSQL's expressions: the object access hook's
+// OAT_FUNCTION_EXECUTE), so a transaction whose nextval calls are not all
+// its claims' own keeps its flush. (An identity or serial column draws in
+// an INSERT, which writes WAL.)
+object_access_hook_type previous_object_access_hook = nullptr;
+
+// Whether the hook has seen the whole of the current transaction: not in
+// the transaction that loaded the library, whose earlier statements ran
+// before it was installed.
+bool watching_whole_transaction = false;
 
 // synchronous_commit as it was before this transaction's commit made it
 // off, restored at the transaction's end; -1 when it was not changed.
@@ -67,26 +89,30 @@ XLogRecPtr sequence_lsn(IdemRelation sequence) {
 }
 
 // Fences must never repeat, even when the claim that took one is lost with
-// its asynchronous commit: the values handed out are made durable (and
-// replicated to a synchronous standby, as synchronous_commit asks; a no-op
-// without one) before the commit stops waiting for its own flush.
+// its asynchronous commit: the values handed out are flushed before the
+// commit stops waiting for its own flush.
 void make_fences_durable() {
   XLogRecPtr lsn = sequence_lsn(IdemRelation::fence_seq);
   if (state.lane_drawn) lsn = Max(lsn, sequence_lsn(IdemRelation::fence_jump_seq));
   if (XLogRecPtrIsInvalid(lsn)) return;
   XLogFlush(lsn);
-  // As at a commit: SyncRepWaitForLSN wants interrupts held (its queue
-  // cleanup must not be interrupted) and reads a cancel or a termination
-  // itself, ending the wait with a warning as a commit's does.
-  HOLD_INTERRUPTS();
-  SyncRepWaitForLSN(lsn, false);
-  RESUME_INTERRUPTS();
+}
+
+// With a synchronous standby, the fence's WAL would have to reach it too,
+// and PostgreSQL's wait for that (SyncRepWaitForLSN) ends the same way
+// whether the standby confirmed or the client cancelled the wait: a cancel
+// could then let the commit go asynchronous with a fence the standby never
+// got, handed out again after a failover. Such a server keeps the flush.
+bool synchronous_standby_configured() {
+  return SyncRepRequested() && SyncRepStandbyNames != nullptr && SyncRepStandbyNames[0] != '\0';
 }
 
 bool may_skip_flush() {
   // XactLastRecEnd still where the claim left it: nothing wrote WAL after it.
   return state.candidate && !state.disqualified && XactLastRecEnd == state.claim_end &&
-         synchronous_commit > SYNCHRONOUS_COMMIT_OFF && !citus_loaded();
+         state.nextval_calls == state.claims_nextval_calls && watching_whole_transaction &&
+         synchronous_commit > SYNCHRONOUS_COMMIT_OFF && !synchronous_standby_configured() &&
+         !citus_loaded();
 }
 
 void before_commit() {
@@ -116,7 +142,8 @@ void at_transaction_event(XactEvent event) {
     case XACT_EVENT_PARALLEL_ABORT:
       if (saved_synchronous_commit >= 0) synchronous_commit = saved_synchronous_commit;
       saved_synchronous_commit = -1;
-      state = TransactionState{false, false, false, InvalidXLogRecPtr};
+      state = TransactionState{false, false, false, InvalidXLogRecPtr, 0, 0};
+      watching_whole_transaction = true;
       break;
     // A PREPARE TRANSACTION (Citus's 2PC too) keeps its flush: a prepared
     // transaction may commit long after, from another session.
@@ -137,25 +164,36 @@ static void idem_bound_commit_xact_callback(XactEvent event, void *) {
     return 0;
   });
 }
+
+static void idem_bound_commit_object_access(ObjectAccessType access, Oid class_id, Oid object_id,
+                                            int sub_id, void *arg) {
+  if (idem::bound_commit::previous_object_access_hook != nullptr)
+    idem::bound_commit::previous_object_access_hook(access, class_id, object_id, sub_id, arg);
+  if (access == OAT_FUNCTION_EXECUTE && object_id == F_NEXTVAL)
+    ++idem::bound_commit::state.nextval_calls;
+}
 }
 
 namespace idem::bound_commit {
 
-namespace {
-
-void register_callback() {
+void install() {
   if (callback_registered) return;
   RegisterXactCallback(idem_bound_commit_xact_callback, nullptr);
+  previous_object_access_hook = object_access_hook;
+  object_access_hook = idem_bound_commit_object_access;
   callback_registered = true;
+  // Loaded outside a transaction (preloaded, or at a session's start), the
+  // hook sees every transaction; loaded by a call, not that one's start.
+  watching_whole_transaction = !IsTransactionState();
 }
 
-}  // namespace
+ClaimStart claim_start() {
+  return ClaimStart{TransactionIdIsValid(GetTopTransactionIdIfAny()), state.nextval_calls};
+}
 
-bool wrote_before() { return TransactionIdIsValid(GetTopTransactionIdIfAny()); }
-
-void note_claim_write(bool bound_owner, bool wrote_before) {
-  register_callback();
-  if (!bound_owner || wrote_before) {
+void note_claim_write(bool bound_owner, ClaimStart start) {
+  state.claims_nextval_calls += state.nextval_calls - start.nextval_calls;
+  if (!bound_owner || start.wrote_before) {
     state.disqualified = true;
     return;
   }
@@ -163,9 +201,6 @@ void note_claim_write(bool bound_owner, bool wrote_before) {
   state.claim_end = XactLastRecEnd;
 }
 
-void note_jump_lane_drawn() {
-  register_callback();
-  state.lane_drawn = true;
-}
+void note_jump_lane_drawn() { state.lane_drawn = true; }
 
 }  // namespace idem::bound_commit

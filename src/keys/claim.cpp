@@ -365,7 +365,7 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
   nulls[claim_new_fence] = 'n';
   answer->bound_session_ended = false;
   // Before anything this claim draws or writes (bound_commit.hpp).
-  bool wrote_before = bound_commit::wrote_before();
+  bound_commit::ClaimStart claim_start = bound_commit::claim_start();
 
   bool has_binding = request->key_table_has_binding;
   // Connected at the first write: a replay is the probe alone. What the probe
@@ -465,7 +465,7 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
     if (kind != ClaimKind::processing_stale) answer->bound_session_ended = false;
     bool bound_owner = grants_ownership(kind) && nulls[claim_bound_session] == ' ';
     if (bound_owner) session_binding::note_bound_stripe(request->stripe);
-    if (!looked) bound_commit::note_claim_write(bound_owner, wrote_before);
+    if (!looked) bound_commit::note_claim_write(bound_owner, claim_start);
     return;
   }
   if (session.connected) spi_finish(&session);

@@ -10,10 +10,12 @@
 # standby that never connects, every commit that waits for its flush sits
 # in wait event SyncRep until cancelled: a commit that keeps its flush is
 # found there (polled with a deadline) and returns only once cancelled,
-# with no decision logged; the bound claim alone is found there too, for
-# its fence's WAL (fences must never repeat after a failover, so the fence
-# is replicated before the commit stops waiting), and logs the decision
-# only after that wait: its commit itself then waits for nothing.
+# with no decision logged. There a bound claim alone keeps its flush too:
+# its fence would have to reach the standby first, and a cancel of that
+# wait cannot be told from its end (src/keys/bound_commit.cpp).
+# A nextval outside the claim, before it, after it or in the same
+# statement, keeps the flush: a value from a range another session logged
+# writes no WAL of its own.
 use strict;
 use warnings;
 use FindBin;
@@ -57,6 +59,31 @@ ok((decided("SELECT kind FROM idem.claim_or_wait('bc', '$k', 'h', '1 second');")
 $k = key();
 ok((decided("BEGIN; SELECT kind FROM idem.claim_idempotency_key('bc', '$k', 'h'); COMMIT;"))[0],
 	'a bound claim alone in an explicit transaction commits without waiting');
+
+# Sequence draws of the application's own in the claim's transaction.
+$node->safe_psql('postgres', 'CREATE SEQUENCE app_seq');
+$k = key();
+ok(!(decided("BEGIN; SELECT nextval('app_seq');
+  SELECT kind FROM idem.claim_idempotency_key('bc', '$k', 'h'); COMMIT;"))[0],
+	'a bound claim after a nextval keeps its flush');
+
+$k = key();
+ok(!(decided("BEGIN; SELECT kind FROM idem.claim_idempotency_key('bc', '$k', 'h');
+  SELECT nextval('app_seq'); COMMIT;"))[0],
+	'a bound claim before a nextval keeps its flush');
+
+$k = key();
+ok(!(decided("SELECT c.kind, nextval('app_seq') FROM idem.claim_idempotency_key('bc', '$k', 'h') c;"))[0],
+	'a bound claim with a nextval in its statement keeps its flush');
+
+$k = key();
+ok(!(decided("DO \$\$BEGIN PERFORM idem.claim_idempotency_key('bc', '$k', 'h');
+  PERFORM nextval('app_seq'); END\$\$;"))[0],
+	'a bound claim and a nextval in PL/pgSQL keep the flush');
+
+$k = key();
+ok((decided("SELECT currval('idem.fence_seq') IS NULL FROM idem.claim_idempotency_key('bc', '$k', 'h');"))[0],
+	'the claim\'s own draw of its fence does not keep the flush');
 
 # A takeover: the owner's session ended (its psql exited), so the next claim
 # takes the key over as processing_stale, a claim of its own.
@@ -191,8 +218,8 @@ ok(!$logged, '... and keeps its flush');
 
 $k = key();
 ($logged, $waits) = syncrep_waits("SELECT kind FROM idem.claim_idempotency_key('bc', '$k', 'h')", 'on');
-is($waits, 1, 'a bound claim alone waits once: for its fence to replicate');
-ok($logged, '... and then commits without waiting');
+is($waits, 1, 'with a synchronous standby a bound claim alone waits for its commit');
+ok(!$logged, '... and keeps its flush');
 
 is($node->safe_psql('postgres', "SELECT count(*) FROM idem.idempotency_request
   WHERE scope = 'bc' AND key = '$k'"), '1', 'the claim committed');
