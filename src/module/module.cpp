@@ -3,6 +3,7 @@
 // together (settings, background workers, shared memory, hooks); nothing
 // includes it.
 #include "keys/backend_writes.hpp"
+#include "keys/bound_commit.hpp"
 #include "messages/message_maintenance.hpp"
 #include "module/shared_memory.hpp"
 #include "pg/null_key_guard.hpp"
@@ -33,6 +34,7 @@ void _PG_init(void) {
   idem::install_shared_memory_hooks();
   idem::wait_slots::install_commit_prepared_hook();
   idem::null_key_guard::install();
+  idem::bound_commit::install();
   MarkGUCPrefixReserved("idem");
 }
 }
