@@ -8,6 +8,7 @@
 
 #include "pg/guard.hpp"
 #include "pure/errors.hpp"
+#include "keys/bound_commit.hpp"
 #include "keys/fence.hpp"
 #include "keys/key_probe.hpp"
 #include "pg/catalog_cache.hpp"
@@ -363,6 +364,8 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
   params[claim_new_fence] = Datum(0);
   nulls[claim_new_fence] = 'n';
   answer->bound_session_ended = false;
+  // Before anything this claim draws or writes (bound_commit.hpp).
+  bool wrote_before = bound_commit::wrote_before();
 
   bool has_binding = request->key_table_has_binding;
   // Connected at the first write: a replay is the probe alone. What the probe
@@ -460,8 +463,9 @@ void claim_once(ClaimRequest *request, ClaimAnswer *answer) {
     answer->locked_until_null = row.nulls[col_locked_until - 1];
     answer->locked_until = DatumGetTimestampTz(column(row, col_locked_until));
     if (kind != ClaimKind::processing_stale) answer->bound_session_ended = false;
-    if (grants_ownership(kind) && nulls[claim_bound_session] == ' ')
-      session_binding::note_bound_stripe(request->stripe);
+    bool bound_owner = grants_ownership(kind) && nulls[claim_bound_session] == ' ';
+    if (bound_owner) session_binding::note_bound_stripe(request->stripe);
+    if (!looked) bound_commit::note_claim_write(bound_owner, wrote_before);
     return;
   }
   if (session.connected) spi_finish(&session);

@@ -1,6 +1,7 @@
 // Fences for existing rows (fence.hpp).
 #include "keys/fence.hpp"
 
+#include "keys/bound_commit.hpp"
 #include "pure/errors.hpp"
 
 extern "C" {
@@ -68,6 +69,7 @@ int64 congruent_above(int64 drawn, int64 old_fence, int64 increment, Oid sequenc
 // Only jumpers draw from or set the lane, one at a time, so the setval
 // moves it up past every value it issued: it never issues one twice.
 int64 jump_in_lane(Oid lane, int64 increment, int64 old_fence) {
+  bound_commit::note_jump_lane_drawn();
   int64 fence = draw(lane);
   if (fence > old_fence) return fence;
   fence = congruent_above(fence, old_fence, increment, lane);

@@ -36,9 +36,11 @@ Entry entries[] = {
     {"scope_policy", IdemRelation::scope_policy, false, InvalidOid, false, 1},
     {"scope_owner", IdemRelation::scope_owner, false, InvalidOid, false, 1},
     {"outbox_event", IdemRelation::outbox_event, false, InvalidOid, false, 1},
+    {"fence_seq", IdemRelation::fence_seq, false, InvalidOid, false, 1},
+    {"fence_jump_seq", IdemRelation::fence_jump_seq, false, InvalidOid, false, 1},
 };
 constexpr int entry_count = sizeof entries / sizeof entries[0];
-static_assert(entry_count == static_cast<int>(IdemRelation::outbox_event) + 1,
+static_assert(entry_count == static_cast<int>(IdemRelation::fence_jump_seq) + 1,
               "one entry per IdemRelation");
 
 bool key_table_binding = false;  // valid while the key table's entry is current

@@ -19,6 +19,8 @@ enum class IdemRelation {
   scope_policy,           // idem.scope_policy (1.1)
   scope_owner,            // idem.scope_owner (1.2)
   outbox_event,           // idem.outbox_event (1.1)
+  fence_seq,              // idem.fence_seq
+  fence_jump_seq,         // idem.fence_jump_seq (1.3)
 };
 
 // The relation's name in schema idem.

@@ -20,7 +20,7 @@ struct Known {
   uint64 changes;  // catalog_cache::relation_changes when read
   bool citus_table;
 };
-constexpr int relation_count = static_cast<int>(IdemRelation::outbox_event) + 1;
+constexpr int relation_count = static_cast<int>(IdemRelation::fence_jump_seq) + 1;
 Known known[relation_count];
 
 // Whether pg_dist_partition lists the relation. Its first column,
