@@ -183,7 +183,10 @@ my $failed = run_clients($clients, sub {
 	srand(5000 + $id);
 	my $bind = $id % 2;
 	my $c = IdemProof::Client->new(undef, $id, $dir, lock_ms => 2000, scope => 'storm', dsn => $dsn,
-		bind => $bind, claim_in_transaction => $bind ? 0.25 : 0, old_owners => $bind);
+		bind => $bind, claim_in_transaction => $bind ? 0.25 : 0, old_owners => $bind,
+		# Bound owners hold their keys a little longer, so that more of them
+		# are cut off by the kills and come back as old owners.
+		effect_stall => $bind ? 0.03 : undef);
 	$c->{dsn} = $dsn;
 	storm_client($c, t0 => $t0, duration => 600, sweep_end => $t0 + 20, keys => $keys,
 		window => 30, chaos => 0.02, clients => $clients, stop_file => $stop_file);
