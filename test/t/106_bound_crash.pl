@@ -27,7 +27,7 @@ use Test::More;
 my $clients  = $ENV{CRASH_CLIENTS} // 24;
 my $keys     = $ENV{CRASH_KEYS} // 800;
 my $duration = $ENV{CRASH_SECONDS} // 24;
-my $crashes  = 4;
+my $crashes  = $ENV{CRASH_KILLS} // 6;
 my $window   = 40;
 
 my $node = start_node('bound_crash', fsync => 1);
