@@ -262,7 +262,8 @@ my $bound_claims = $stats->{owning_claims_bound} // 0;
 cmp_ok($bound_claims, '>=', 0.3 * $fences->{fences},
 	"a real share of the owning claims was bound ($bound_claims of $fences->{fences})");
 note("failover storm: fences handed out $fences->{fences} over $fences->{keys} keys, $bound_claims by bound claims "
-	  . "($fences->{uncommitted} from a COMMIT never acknowledged); keys claimed new again after a lost claim "
+	  . "($fences->{uncommitted} from a COMMIT never acknowledged, of them handed out again "
+	  . "$fences->{uncommitted_again}, to the same key $fences->{uncommitted_again_same_key}); keys claimed new again after a lost claim "
 	  . "$fences->{new_claims_again} (after an acknowledged one $fences->{acknowledged_claims_lost}); "
 	  . "old owners refused $fences->{old_owners}");
 
