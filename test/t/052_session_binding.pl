@@ -1,8 +1,9 @@
 # idem.bind_lock_to_session = on: when the owning session ends — its client
 # killed with kill -9, its connection closed, its backend terminated, or the
 # whole server crashed — a twin's claim_or_wait takes the key over as
-# processing_stale at once, although the owner's lock (idem.lock_timeout,
-# here an hour) is far from over and the twin would wait an hour: an answer
+# processing_stale at once (after a crash the claim may instead be lost with
+# its unflushed commit, and the key is claimed anew), although the owner's
+# lock (idem.lock_timeout, here an hour) is far from over and the twin would wait an hour: an answer
 # before the test's deadline was brought by the session's end (IdemWait.pm).
 # The times are printed, not asserted.
 use strict;
@@ -24,14 +25,16 @@ $IdemWait::deadline_seconds = 30;
 my $node = start_waiting_node('session_binding',
 	"restart_after_crash = on\nidem.lock_timeout = '" . NO_END_BEFORE_DEADLINE . "'\n");
 
-# A bound owner of the key: its handle and its backend's pid.
+# A bound owner of the key: its handle (the fence it got in %fence_of).
+my %fence_of;
 sub bound_owner {
 	my ($key) = @_;
 	my $dbh = connect_db($node);
 	$dbh->do('SET idem.bind_lock_to_session = on');
-	my ($kind) = $dbh->selectrow_array(q{SELECT kind FROM idem.claim_idempotency_key('bind', ?, 'h')},
-		undef, $key);
+	my ($kind, $fence) = $dbh->selectrow_array(
+		q{SELECT kind, fence FROM idem.claim_idempotency_key('bind', ?, 'h')}, undef, $key);
 	die "owner of $key got $kind" unless $kind eq 'new_claim';
+	$fence_of{$key} = $fence;
 	return $dbh;
 }
 
@@ -113,7 +116,11 @@ my ($takeovers) = $monitor->selectrow_array(
 is($takeovers, 3, 'session-bound takeovers are counted');
 
 # The server crashes (a backend killed with kill -9): every session ends,
-# the postmaster reinitialises shared memory, and no token is live.
+# the postmaster reinitialises shared memory, and no token is live. The
+# owner's claim was its transaction's only write, so it committed without
+# waiting for its flush (src/keys/bound_commit.hpp): it may have been lost
+# with the crash. Either way the next claim owns the key at once, with a
+# fence above the old owner's, whose writes are refused.
 {
 	my $owner = bound_owner('crash');
 	my $pid = $owner->{pg_pid};
@@ -133,7 +140,16 @@ is($takeovers, 3, 'session-bound takeovers are counted');
 		$dbh->disconnect;
 	}
 	my $answered = time();
-	is($row->[0], 'processing_stale', 'after a crash restart the bound key is taken over at once');
+	like($row->[0], qr/^(processing_stale|new_claim)$/,
+		"after a crash restart the bound key is owned again at once ($row->[0])");
+	cmp_ok($row->[1], '>', $fence_of{crash}, 'with a fence above the old owner\'s');
+	my $late = connect_db($node);
+	ok(!eval {
+			$late->do(q{SELECT idem.mark_succeeded('bind', 'crash', ?, 200)}, undef, $fence_of{crash});
+			1;
+		}, 'the old owner\'s fence is refused');
+	like($late->state, qr/^P4012$/, '... as a stale fence');
+	$late->disconnect;
 	$times{'server crash (from accepting connections again)'} = $answered - $up;
 	diag(sprintf('server crash: %.3f s from kill -9 to the answer, of which restart %.3f s',
 			$answered - $killed, $up - $killed));

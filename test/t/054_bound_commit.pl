@@ -116,9 +116,14 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM idem.idempotency_request
   WHERE scope = 'bc' AND key IN ('$k', '${k}b', '${k}c')"), '2',
 	'the rolled-back claim is gone, the others committed');
 
-# The replays of a bound claim's key write nothing and decide nothing.
-ok(!(decided("SELECT kind FROM idem.claim_idempotency_key('bc', '${k}c', 'h');"))[0],
-	'a replay writes nothing, so there is nothing to decide');
+# A replay of a finished key writes nothing and decides nothing.
+$k = key();
+decided("BEGIN; SELECT kind FROM idem.claim_idempotency_key('bc', '$k', 'h');
+  SELECT idem.mark_succeeded('bc', '$k', r.fence, 200, '{}') FROM idem.idempotency_request r
+   WHERE r.scope = 'bc' AND r.key = '$k'; COMMIT;");
+my ($replay_decided, $replay) = decided("SELECT kind FROM idem.claim_idempotency_key('bc', '$k', 'h');");
+is($replay, 'replay_success', 'the finished key replays');
+ok(!$replay_decided, 'a replay writes nothing, so there is nothing to decide');
 
 # Where the flush is waited for: a standby that never connects.
 $node->safe_psql('postgres', 'CREATE TABLE other_write_2 (i int)');
