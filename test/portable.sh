@@ -22,7 +22,7 @@
 #   portable-isolation  pg_isolation_regress on test/specs through pg_tle
 #   portable-isolation-file  the same through the SQL-file install
 #   portable-proofs     test/portable/proofs.sh: the twin storm, the zombie
-#                       run and the crash run (test/t/101, 102, 103) with
+#                       run and the crash runs (test/t/101, 102, 103, 106) with
 #                       IDEM_ENGINE=portable, through pg_tle
 #   portable-proofs-file  the same through the SQL-file install
 #   portable-pgtap      the same script's pgTAP files, through pg_tle

@@ -362,8 +362,10 @@ if wanted cluster && [ $PRIVATE = 1 ] && [ "$major" = 15 ]; then
   sizes=()
   [ -n "${IDEM_CLUSTER_LONG:-}" ] && sizes=(STORM_SECONDS=30 STORM_CLIENTS=32 STORM_KEYS=4000
     FAILOVER_CLIENTS=32 FAILOVER_KEYS=3000 STANDBY_BENCH_SECONDS=30)
+  # IDEM_TAP_FILES naming test/cluster/*.pl files runs only those.
+  files=$(for f in ${IDEM_TAP_FILES:-}; do if [[ $f == test/cluster/*.pl ]]; then echo "$f"; fi; done | xargs)
   bounded_as_user 1200 env "${sizes[@]}" IDEM_CLUSTER_PORT_BASE="${IDEM_CLUSTER_PORT_BASE:-$(cluster_port_base "$PORT")}" \
-    make -s prove_installcheck PG_CONFIG="$RUN_PG_CONFIG" PROVE_TESTS="$(echo test/cluster/*.pl)" PROVE_FLAGS=-v 2>&1 |
+    make -s prove_installcheck PG_CONFIG="$RUN_PG_CONFIG" PROVE_TESTS="${files:-$(echo test/cluster/*.pl)}" PROVE_FLAGS=-v 2>&1 |
     tee "$log" | grep --line-buffered -E '^test/cluster/|^# [a-z]|^not ok|^Files=|^Result|^  STOPPED' | sed -u 's/^/    /'
   st=${PIPESTATUS[0]}
   [ "$st" -ne 0 ] && tap_failure_summary "$log"

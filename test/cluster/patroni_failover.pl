@@ -8,13 +8,20 @@
 # greater than every fence acknowledged before it, a key bound to its
 # session (idem.bind_lock_to_session) is stale on the new primary, the
 # worker maintains the new primary and idles on the standbys, and the old
-# primaries rejoin as standbys. Every process (etcd, three Patroni, their
+# primaries rejoin as standbys. Half the clients bind every claim to their
+# session, which may commit without waiting for its flush or the
+# synchronous standby: every fence any claim handed out (also one whose
+# commit the failover lost, or that was never acknowledged) is logged, and
+# none is handed out twice or below one handed out before it for the key;
+# no key with an acknowledged outcome is claimed new; an owner cut off by a
+# failover that writes again with its old fence is refused
+# (check_fences_handed_out). Every process (etcd, three Patroni, their
 # PostgreSQL) is the test's, in its own directory, and stopped by it.
 use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin, "$FindBin::RealBin/../t";
-use IdemProof qw(now run_clients read_logs total_stats storm_client check_storm);
+use IdemProof qw(now run_clients read_logs total_stats storm_client check_storm check_fences_handed_out);
 use IdemCluster qw(port_of);
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -174,7 +181,12 @@ my (@failover_log);    # [killed node, kill time, promoted node, writable at, re
 my $failed = run_clients($clients, sub {
 	my ($id) = @_;
 	srand(5000 + $id);
-	my $c = IdemProof::Client->new(undef, $id, $dir, lock_ms => 2000, scope => 'storm', dsn => $dsn);
+	my $bind = $id % 2;
+	my $c = IdemProof::Client->new(undef, $id, $dir, lock_ms => 2000, scope => 'storm', dsn => $dsn,
+		bind => $bind, claim_in_transaction => $bind ? 0.25 : 0, old_owners => $bind,
+		# Bound owners hold their keys a little longer, so that more of them
+		# are cut off by the kills and come back as old owners.
+		effect_stall => $bind ? 0.03 : undef);
 	$c->{dsn} = $dsn;
 	storm_client($c, t0 => $t0, duration => 600, sweep_end => $t0 + 20, keys => $keys,
 		window => 30, chaos => 0.02, clients => $clients, stop_file => $stop_file);
@@ -243,6 +255,17 @@ for my $f (@failover_log) {
 		"failover of node$old: fences after ($min_after ...) above every fence acknowledged before (... "
 		  . ($max_before // 'none') . ')');
 }
+
+# Every fence handed out, the bound claims' among them.
+my $fences = check_fences_handed_out($events, min_old_owners => 1);
+my $bound_claims = $stats->{owning_claims_bound} // 0;
+cmp_ok($bound_claims, '>=', 0.3 * $fences->{fences},
+	"a real share of the owning claims was bound ($bound_claims of $fences->{fences})");
+note("failover storm: fences handed out $fences->{fences} over $fences->{keys} keys, $bound_claims by bound claims "
+	  . "($fences->{uncommitted} from a COMMIT never acknowledged, of them handed out again "
+	  . "$fences->{uncommitted_again}, to the same key $fences->{uncommitted_again_same_key}); keys claimed new again after a lost claim "
+	  . "$fences->{new_claims_again} (after an acknowledged one $fences->{acknowledged_claims_lost}); "
+	  . "old owners refused $fences->{old_owners}");
 
 # The bound key: its session died with the first primary, so its hour-long
 # lock ended there. Either this claim finds it stale, or the worker of a new

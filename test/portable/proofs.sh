@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The proofs on the portable engine, through each install: the twin storm
-# (test/t/101), the zombie run (test/t/102), the crash run (test/t/103) and
-# the tenant storm (test/t/105) through prove with IDEM_ENGINE=portable, as test/suites.sh runs test/t, and
+# (test/t/101), the zombie run (test/t/102), the crash runs (test/t/103,
+# unbound, and 106, bound to sessions) and the tenant storm (test/t/105)
+# through prove with IDEM_ENGINE=portable, as test/suites.sh runs test/t, and
 # the pgTAP files, each on a database whose owner, a role that is not
 # superuser, installed the portable engine: from dist/idem-portable.sql
 # ("file"), or through pg_tle ("pgtle": dist/idem-pgtle.sql and CREATE
@@ -118,7 +119,8 @@ run_proofs() {  # file|pgtle
     STORM_SECONDS="${PORTABLE_STORM_SECONDS:-10}" ZOMBIE_SECONDS="${PORTABLE_ZOMBIE_SECONDS:-6}" \
     CRASH_SECONDS="${PORTABLE_CRASH_SECONDS:-16}" \
     prove -I "$pgxs/src/test/perl" -I test/t ${PROVE_FLAGS:-} \
-    test/t/101_twin_storm.pl test/t/102_zombies.pl test/t/103_crash.pl test/t/105_tenant_storm.pl >"$log" 2>&1
+    test/t/101_twin_storm.pl test/t/102_zombies.pl test/t/103_crash.pl test/t/105_tenant_storm.pl \
+    test/t/106_bound_crash.pl >"$log" 2>&1
   st=$?
   grep -E '^test/t/|^#   |^# Looks like|^Files=|^Result' "$log" | grep -v '(Wstat' | sed 's/^/    /'
   if [ $st -ne 0 ]; then
@@ -129,7 +131,7 @@ run_proofs() {  # file|pgtle
   fi
   # The notes the proofs print (the engine and its install, the counts of
   # claims and faults) are in the regress logs.
-  grep -h -oE '# (engine|storm|zombies|crash|tenants):.*' "$dir"/tmp_check/log/regress_log_* 2>/dev/null | sed 's/^/    /'
+  grep -h -oE '# (engine|storm|zombies|crash|bound crash|tenants):.*' "$dir"/tmp_check/log/regress_log_* 2>/dev/null | sed 's/^/    /'
   read -r p f < <(count_tap "$log" $st)
   closing $part "$p" "$f" $started
 }

@@ -5,7 +5,14 @@
 #
 # Every client appends what the server acknowledged to its own log file, one
 # line an event, written as soon as the acknowledgement arrived:
-#   C key fence t kind        a claim that granted ownership returned at t
+#   C key fence t kind sent   a claim that granted ownership, sent at sent,
+#                             returned at t (in a transaction: before COMMIT)
+#   U key fence t             a claim returned that fence in a transaction
+#                             whose COMMIT was never acknowledged
+#   Z key old new kind state  an owner that lost its connection (a crash, a
+#                             failover) wrote again with its old fence after
+#                             its retry's claim (kind, new fence or -): the
+#                             SQLSTATE that refused it, or "accepted"
 #   R key fence t point       set_recovery_point, sent at t, returned (autocommit)
 #   F key fence t             mark_failed (retryable), sent at t, returned
 #   S key fence effect t body COMMIT of effect + mark_succeeded (sent at t) returned OK
@@ -31,7 +38,7 @@ use Exporter 'import';
 our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
   storm_client check_storm read_rows_and_effects check_acknowledged fork_child
   check_relayed ack_log lines_matching poll_until connect_when_up wait_for_exit stop_child check_zombies
-  stalling_owner);
+  stalling_owner check_fences_handed_out);
 
 sub now { return Time::HiRes::time(); }
 
@@ -263,9 +270,13 @@ sub check_acknowledged {
 	Test::More::is(scalar(grep { $_ > 1 } values %acked_success), 0, 'no key was acknowledged as succeeded twice');
 	# Acknowledged claims: their fences were never issued again, and the row
 	# has that fence or a newer one.
+	# A claim whose COMMIT was never acknowledged (U) is no acknowledged claim:
+	# check_fences_handed_out reports what became of its fence.
+	my %unacknowledged = map { ("$_->[0] $_->[1]" => 1) } @{ $events->{U} // [] };
 	my (%fence_seen, $reissued, $behind, $max_fence);
 	for my $cl (@{ $events->{C} }) {
 		my ($key, $fence) = @$cl;
+		next if $unacknowledged{"$key $fence"};
 		my $database = $opt{shard_of} ? $opt{shard_of}->($key) : 0;
 		$reissued++ if $fence_seen{"$database $fence"}++;
 		$behind++ unless $row->{$key} && $row->{$key}{fence} >= $fence;
@@ -283,6 +294,82 @@ sub check_acknowledged {
 	Test::More::is($wrong, 0, 'every answer a client got equals the stored response');
 	return { lost_outcomes => \@lost_outcomes, reissued => $reissued // 0, max_fence => $max_fence // 0,
 		effects => $effects, wrong => $wrong };
+}
+
+# The verdict on every fence a claim handed out (C lines: also those of
+# claims whose commit was lost in a crash or a failover after it was
+# acknowledged; those whose COMMIT never was, U lines, are counted apart),
+# for runs where the key table's claims may commit without
+# waiting for their flush (idem.bind_lock_to_session): no fence handed out
+# twice; per key, a claim sent after another returned has a greater fence
+# (fences never go back, even past a lost claim); no new_claim for a key
+# after its outcome was acknowledged; every old owner that wrote again with
+# its fence after its retry's claim (Z lines) refused: with P4012 (stale
+# fence) and below the retry's fence when the retry owns the key; when a
+# twin did (processing_active), it may have finished the key before the
+# write, which is then refused as not owned (P4010, P4013). Runs Test::More assertions; returns the counts.
+sub check_fences_handed_out {
+	my ($events, %opt) = @_;
+	my %unacknowledged = map { ("$_->[0] $_->[1]" => 1) } @{ $events->{U} };
+	my (%holders, %claims, $twice);
+	for my $cl (@{ $events->{C} }) {
+		my ($key, $fence, $at, $kind, $sent) = @$cl;
+		my $acked = !$unacknowledged{"$key $fence"};
+		push @{ $holders{$fence} }, { key => $key, acked => $acked };
+		push @{ $claims{$key} }, { fence => $fence, at => $at, sent => $sent, kind => $kind, acked => $acked };
+	}
+	# A fence handed out twice where both claims committed, or whose commit a
+	# crash lost after it was acknowledged.
+	$twice = grep { (grep { $_->{acked} } @$_) > 1 } values %holders;
+	my $handed = scalar(@{ $events->{C} });
+	Test::More::is($twice, 0, "no fence handed out twice ($handed fences, " . scalar(keys %claims) . ' keys)');
+	# A fence from a claim whose COMMIT never returned (its transaction may
+	# never have committed): PostgreSQL may hand out a sequence value of a
+	# transaction lost in a crash again. Counted, not asserted.
+	my @again = grep { @$_ > 1 && grep { !$_->{acked} } @$_ } values %holders;
+	my $again_same_key = grep { my %k; $k{ $_->{key} }++ for @$_; grep { $_ > 1 } values %k } @again;
+	my (@back, $back_after_unacknowledged);
+	for my $key (keys %claims) {
+		my @by_return = sort { $a->{at} <=> $b->{at} } @{ $claims{$key} };
+		for my $later (@by_return) {
+			for (grep { $_->{at} < $later->{sent} && $later->{fence} <= $_->{fence} } @by_return) {
+				if ($_->{acked}) { push @back, "$key: fence $later->{fence} sent after fence $_->{fence} returned"; }
+				else { $back_after_unacknowledged++; }
+			}
+		}
+	}
+	Test::More::is(scalar(@back), 0, 'no fence of a key went back below one handed out before it');
+	Test::More::diag($_) for @back[0 .. ($#back < 9 ? $#back : 9)];
+	my %outcome_sent;
+	for my $s (@{ $events->{S} }) {
+		$outcome_sent{ $s->[0] } = $s->[3] if !defined $outcome_sent{ $s->[0] } || $s->[3] < $outcome_sent{ $s->[0] };
+	}
+	my @new_after = grep { $_->[3] eq 'new_claim' && defined $outcome_sent{ $_->[0] }
+		  && $_->[4] > $outcome_sent{ $_->[0] } } @{ $events->{C} };
+	Test::More::is(scalar(@new_after), 0, 'no new_claim for a key whose outcome was acknowledged');
+	Test::More::diag("new_claim of $_->[0] (fence $_->[1]) after its outcome") for @new_after;
+	# A key claimed new again lost its first claim: one whose COMMIT was
+	# never acknowledged, or one acknowledged but committed without its flush.
+	my ($new_claims_again, $acknowledged_claims_lost) = (0, 0);
+	for my $key (keys %claims) {
+		my @new = sort { $a->{at} <=> $b->{at} } grep { $_->{kind} eq 'new_claim' } @{ $claims{$key} };
+		pop @new;
+		$new_claims_again += @new;
+		$acknowledged_claims_lost += grep { $_->{acked} } @new;
+	}
+	my @zombies = @{ $events->{Z} };
+	my @not_refused = grep {
+		$_->[2] eq '-' ? $_->[4] !~ /^P401[023]$/ : ($_->[4] ne 'P4012' || $_->[2] <= $_->[1])
+	} @zombies;
+	Test::More::cmp_ok(scalar(@zombies), '>=', $opt{min_old_owners} // 1,
+		'owners cut off by the faults wrote again with their old fence after their retry claimed');
+	Test::More::is(scalar(@not_refused), 0, 'every old owner was refused (P4012, stale fence, where its retry owns the key, with a greater fence)');
+	Test::More::diag("old owner of $_->[0] (fence $_->[1], retry $_->[3] fence $_->[2]): $_->[4]") for @not_refused;
+	return { fences => $handed, keys => scalar(keys %claims), uncommitted => scalar(@{ $events->{U} }),
+		uncommitted_again => scalar(@again), uncommitted_again_same_key => $again_same_key,
+		back_after_uncommitted => $back_after_unacknowledged // 0,
+		old_owners => scalar(@zombies), new_claims_again => $new_claims_again,
+		acknowledged_claims_lost => $acknowledged_claims_lost };
 }
 
 # The relay runs' verdict (071, 074) on the target's table received
@@ -539,12 +626,12 @@ sub run_clients {
 }
 
 # Fields of each line kind; the last one may contain spaces.
-my %fields_of = (C => 4, R => 4, F => 3, S => 5, A => 2, X => 3, T => 1);
+my %fields_of = (C => 5, U => 3, Z => 5, R => 4, F => 3, S => 5, A => 2, X => 3, T => 1);
 
 # Reads every client log in $dir: returns a hash of line kind => [fields...].
 sub read_logs {
 	my ($dir) = @_;
-	my %events = map { $_ => [] } qw(C R F S A X T);
+	my %events = map { $_ => [] } qw(C U Z R F S A X T);
 	for my $file (glob("$dir/client-*.log")) {
 		open my $fh, '<', $file or die "$file: $!";
 		while (my $line = <$fh>) {
@@ -584,6 +671,11 @@ use Time::HiRes ();
 # effect_call => 'SELECT f($1, $2, $3, $4, $5)' makes the effect and
 # mark_succeeded one call (scope, key, fence, client, body) that commits on
 # its own, for a proxy that cannot hold a transaction open across calls.
+# bind => 1 sets idem.bind_lock_to_session on every session (and a client
+# that walks away from a key then ends its session, as a dying one would);
+# claim_in_transaction => p claims inside BEGIN ... COMMIT with probability
+# p; old_owners => 1 makes an owner whose connection was lost write again
+# with its old fence once its retry has claimed (Z lines).
 sub new {
 	my ($class, $node, $id, $log_dir, %opt) = @_;
 	my $c = bless {
@@ -597,6 +689,10 @@ sub new {
 		owner   => $opt{owner},    # replaces own() for a key this client owns
 		# seconds between the effect and mark_succeeded, inside the transaction
 		effect_stall => $opt{effect_stall},
+		bind    => $opt{bind},
+		claim_in_transaction => $opt{claim_in_transaction} // 0,
+		old_owners => $opt{old_owners},
+		orphan  => undef,    # [key, fence, what] of a key owned when the connection was lost
 	}, $class;
 	open $c->{log}, '>>', "$log_dir/client-$id.log" or die "log: $!";
 	$c->{log}->autoflush(1);
@@ -615,6 +711,10 @@ sub connect_db {
 	while (1) {
 		my $dbh = DBI->connect($c->{dsn}, '', '',
 			{ AutoCommit => 1, RaiseError => 0, PrintError => 0, AutoInactiveDestroy => 1 });
+		if ($dbh && $c->{bind} && !$dbh->do('SET idem.bind_lock_to_session = on')) {
+			$dbh->disconnect;
+			undef $dbh;
+		}
 		if ($dbh) { $c->{dbh} = $dbh; return; }
 		die "client $c->{id}: cannot connect for 60 s: $DBI::errstr"
 		  if IdemProof::now() > $give_up;
@@ -667,14 +767,14 @@ sub request {
 	my $give_up = IdemProof::now() + ($patience // 60);
 	while (1) {
 		die "client $c->{id}: no answer for $key in time" if IdemProof::now() > $give_up;
-		my ($row, $err) = $c->run($claim_sql, $c->{scope}, $key, request_hash_of($key),
-			"client-$c->{id}", "$c->{lock_ms} milliseconds");
+		my ($row, $err, $sent, $at) = $c->claim($key);
 		if ($err) {
 			Time::HiRes::sleep(0.005) if $err eq '40001';
 			next;
 		}
 		my ($kind, $fence, $point, $body, $lock_left) = @$row;
 		$c->count("claim_$kind");
+		$c->old_owner_writes($key, $kind, $fence) if $c->{orphan};
 		if ($kind eq 'replay_success') {
 			$c->log_event('A', $key, $body);
 			return $body;
@@ -690,11 +790,65 @@ sub request {
 			die "client $c->{id}: final failure on $key (nothing here fails for good)";
 		}
 		# new_claim, processing_stale, retryable_failure: we own the key.
-		$c->log_event('C', $key, $fence, IdemProof::now(), $kind);
+		$c->log_event('C', $key, $fence, $at, $kind, $sent);
+		$c->count('owning_claims_bound') if $c->{bind};
 		my $owner = $c->{owner} // \&own;
 		my $answer = $owner->($c, $key, $fence, $point, $kind);
 		return $answer if defined $answer;
 	}
+}
+
+# One claim of $key, on its own or (claim_in_transaction) inside BEGIN ...
+# COMMIT: (row, undef, sent, returned) or (undef, sqlstate or 'lost'). A
+# claim that granted ownership in a transaction whose COMMIT was never
+# acknowledged is logged (C and U) before the retry.
+sub claim {
+	my ($c, $key) = @_;
+	my @call = ($claim_sql, $c->{scope}, $key, request_hash_of($key), "client-$c->{id}", "$c->{lock_ms} milliseconds");
+	my $sent = IdemProof::now();
+	if (!($c->{claim_in_transaction} && rand() < $c->{claim_in_transaction})) {
+		my ($row, $err) = $c->run(@call);
+		return ($row, $err, $sent, IdemProof::now());
+	}
+	my $dbh = $c->{dbh};
+	$dbh->begin_work or return (undef, $c->failure);
+	my ($row, $err) = $c->run(@call);
+	return (undef, $err) if $err;
+	my $at = IdemProof::now();
+	$c->count('claims_in_transaction');
+	my $committed = $dbh->commit;
+	return ($row, undef, $sent, $at) if $committed && !$dbh->err;
+	my ($kind, $fence) = @$row;
+	if ($kind =~ /^(new_claim|processing_stale|retryable_failure)$/) {
+		$c->log_event('C', $key, $fence, $at, $kind, $sent);
+		$c->log_event('U', $key, $fence, $at);
+		$c->count('owning_claims_bound') if $c->{bind};
+		$c->{orphan} = [ $key, $fence, 'checkpoint' ] if $c->{old_owners};
+	}
+	$c->count('claim_commit_unknown');
+	return (undef, $c->failure);
+}
+
+# An owner cut off (its connection lost while it owned $key) writes again
+# with its old fence now that its retry's claim answered $kind: the key is
+# someone's newer claim (granted: $fence, the retry's own; processing_active:
+# a twin's), so the write must be refused. Logs a Z line; an outcome the
+# retry finds stored ends the matter (the old owner's commit went through).
+sub old_owner_writes {
+	my ($c, $key, $kind, $fence) = @_;
+	my ($orphan_key, $old, $what) = @{ $c->{orphan} };
+	if ($orphan_key ne $key || $kind !~ /^(new_claim|processing_stale|retryable_failure|processing_active)$/) {
+		undef $c->{orphan};
+		return;
+	}
+	my (undef, $err) = $what eq 'checkpoint'
+	  ? $c->run('SELECT idem.set_recovery_point($1, $2, $3, $4)', $c->{scope}, $key, $old, 'validated')
+	  : $c->run('SELECT idem.mark_succeeded($1, $2, $3, 200, $4::jsonb)', $c->{scope}, $key, $old,
+		$c->body_of($key, $old));
+	return if ($err // '') eq 'lost';    # cut off again: the next claim tries again
+	undef $c->{orphan};
+	$c->count('old_owner_writes');
+	$c->log_event('Z', $key, $old, $kind eq 'processing_active' ? '-' : $fence, $kind, $err // 'accepted');
 }
 
 # Works an owned key: phase 1 (checkpoint), then the effect and the outcome in
@@ -708,8 +862,13 @@ sub own {
 		return undef unless $c->checkpoint($key, $fence, 'validated');
 	}
 	if ($c->{chaos} > 0 && rand() < $c->{chaos}) {
-		# A client that dies here leaves the key processing until its lock expires.
+		# A client that dies here leaves the key processing until its lock
+		# expires, or, bound, until its session ends (which dying does).
 		$c->count('abandoned');
+		if ($c->{bind}) {
+			$c->{dbh}->disconnect;
+			$c->connect_db;
+		}
 		return undef;
 	}
 	if ($c->{chaos} > 0 && rand() < $c->{chaos}) {
@@ -743,10 +902,11 @@ sub fail_retryably {
 }
 
 sub refused {
-	my ($c, $key, $fence, $err) = @_;
+	my ($c, $key, $fence, $err, $what) = @_;
 	if ($err eq 'lost') {
 		# The server went away while we owned the key: the retry finds out.
 		$c->count('lost_while_owning');
+		$c->{orphan} = [ $key, $fence, $what // 'checkpoint' ] if $c->{old_owners};
 		return;
 	}
 	$c->count('stale_write_refused') if $err eq 'P4012';
@@ -778,6 +938,7 @@ sub effect_and_succeed {
 		# The outcome is unknown: the retry's claim will tell.
 		$c->count('commit_unknown');
 		$c->count('lost_while_owning');
+		$c->{orphan} = [ $key, $fence, 'outcome' ] if $c->{old_owners};
 		$c->failure;
 		return undef;
 	}
@@ -803,7 +964,7 @@ sub effect_and_succeed_in_one_call {
 sub lost_or_refused {
 	my ($c, $key, $fence) = @_;
 	my $err = $c->failure;
-	$c->refused($key, $fence, $err);
+	$c->refused($key, $fence, $err, 'outcome');
 	return undef;
 }
 
