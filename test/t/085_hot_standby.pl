@@ -174,6 +174,12 @@ my %reads = (
 	interval_is_positive => [
 		[ q{SELECT idem.interval_is_positive(interval '1 hour', false), idem.interval_is_positive(interval '-1 mon 31 days', false)}, 't|f' ]
 	],
+	# Parses statement texts and reads pg_proc: as on the primary.
+	search_path_proof => [
+		[ q{SELECT count(*) > 0, count(*) FILTER (WHERE verdict = 'refused') FROM idem.search_path_proof()}, 't|0' ],
+		[ q{SELECT idem.search_path_proof('SELECT r.key FROM idem.idempotency_request r') IS NULL}, 't' ],
+		[ q{SELECT idem.search_path_proof('SELECT key FROM idempotency_request') IS NOT NULL}, 't' ],
+	],
 );
 for my $function (sort keys %reads)
 {
