@@ -10,7 +10,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
+use IdemProof qw(check_keys_finished now start_node run_clients read_logs total_stats connect_or_die storm_key
   read_rows_and_effects check_acknowledged);
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -139,13 +139,7 @@ my $stats  = total_stats($events);
 my $dbh    = connect_or_die($node);
 
 my ($swept) = $dbh->selectrow_array('SELECT idem.sweep_stale()');
-my ($rows, $succeeded, $processing) = $dbh->selectrow_array(q{
-	SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),
-	       count(*) FILTER (WHERE status = 'processing')
-	  FROM idem.idempotency_request WHERE scope = 'crash'});
-is($rows, $keys, "$keys keys exist");
-is($processing, 0, 'no key is left processing');
-is($succeeded, $keys, 'every key succeeded');
+my ($rows, $succeeded, $processing) = check_keys_finished($dbh, 'crash', $keys);
 
 my ($row, $effect, $effects_of) = read_rows_and_effects($dbh, 'crash');
 my $verdict = check_acknowledged($row, $effect, $effects_of, $events, $keys);

@@ -22,7 +22,7 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
-use IdemProof qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
+use IdemProof qw(check_keys_finished now start_node run_clients read_logs total_stats connect_or_die storm_key
   read_rows_and_effects check_acknowledged check_fences_handed_out poll_until connect_when_up);
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -125,13 +125,7 @@ is(scalar(@crash_log), $crashes, "$crashes crashes of the whole server (kill -9 
 my $events = read_logs($dir);
 my $stats  = total_stats($events);
 my $dbh    = connect_or_die($node);
-my ($rows, $succeeded, $processing) = $dbh->selectrow_array(q{
-	SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),
-	       count(*) FILTER (WHERE status = 'processing')
-	  FROM idem.idempotency_request WHERE scope = 'crash'});
-is($rows, $keys, "$keys keys exist");
-is($processing, 0, 'no key is left processing');
-is($succeeded, $keys, 'every key succeeded');
+check_keys_finished($dbh, 'crash', $keys);
 
 my ($row, $effect, $effects_of) = read_rows_and_effects($dbh, 'crash');
 my $verdict = check_acknowledged($row, $effect, $effects_of, $events, $keys);

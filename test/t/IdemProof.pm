@@ -35,7 +35,7 @@ use File::Basename ();
 use IPC::Run ();
 use Exporter 'import';
 
-our @EXPORT_OK = qw(now start_node run_clients read_logs total_stats connect_or_die storm_key
+our @EXPORT_OK = qw(now start_node check_keys_finished run_clients read_logs total_stats connect_or_die storm_key
   storm_client check_storm read_rows_and_effects check_acknowledged fork_child
   check_relayed ack_log lines_matching poll_until connect_when_up wait_for_exit stop_child check_zombies
   stalling_owner check_fences_handed_out);
@@ -234,6 +234,21 @@ SQL
 # The keys of $scope and the effects in one database, added to the hashes
 # given (so a sharded run reads every shard into the same ones): row by key,
 # effect by "key id" (ids are per database), effects count by key.
+# The end state of a crash run's scope: every key exists, none is left
+# processing, every one succeeded. Runs Test::More assertions; returns the
+# counts.
+sub check_keys_finished {
+	my ($dbh, $scope, $keys) = @_;
+	my ($rows, $succeeded, $processing) = $dbh->selectrow_array(q{
+	SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),
+	       count(*) FILTER (WHERE status = 'processing')
+	  FROM idem.idempotency_request WHERE scope = $1}, undef, $scope);
+	Test::More::is($rows, $keys, "$keys keys exist");
+	Test::More::is($processing, 0, 'no key is left processing');
+	Test::More::is($succeeded, $keys, 'every key succeeded');
+	return ($rows, $succeeded, $processing);
+}
+
 sub read_rows_and_effects {
 	my ($dbh, $scope, $row, $effect, $effects_of) = @_;
 	($row, $effect, $effects_of) = ($row // {}, $effect // {}, $effects_of // {});
